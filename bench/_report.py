@@ -1,0 +1,52 @@
+"""Shared helpers for the benchmarks: the machine they ran on, and docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+from datetime import date
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def machine() -> str:
+    """One line naming the machine: CPU model, cores, memory, Python."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        out = subprocess.run(["free", "-g"], capture_output=True, text=True, check=False).stdout
+        mem = f", {out.splitlines()[1].split()[1]} GiB"
+    except (OSError, IndexError):
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}, {date.today().isoformat()}"
+    )
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def write_section(name: str, markdown: str, file: str = "benchmarks.md") -> Path:
+    """Replace the section `name` of docs/<file> (between markers) or append it."""
+    path = DOCS / file
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{begin}\n{markdown.strip()}\n{end}"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else f"{text.rstrip()}\n\n{block}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

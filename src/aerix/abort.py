@@ -1,0 +1,131 @@
+"""Abort signals: a thread-safe way to stop a run, a generation or a tool.
+
+An `AbortController` owns one `AbortSignal`. Code that should stop when asked
+reads `signal.aborted`, registers a callback, or awaits the signal. Any thread
+may call `abort()`; callbacks run on the aborting thread, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+__all__ = ["AbortController", "AbortSignal"]
+
+
+class AbortSignal:
+    """Tells whether an abort was asked for. Made by an `AbortController`."""
+
+    __slots__ = ("_callbacks", "_lock", "_reason", "_aborted")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._aborted = False
+        self._reason: object = None
+        self._callbacks: list[Callable[[], object]] = []
+
+    @property
+    def aborted(self) -> bool:
+        """Whether `abort()` was called."""
+        return self._aborted
+
+    @property
+    def reason(self) -> object:
+        """The reason given to `abort()`, or `None`."""
+        return self._reason
+
+    def add_callback(self, fn: Callable[[], object]) -> Callable[[], None]:
+        """Call `fn()` once on abort (at once if already aborted).
+
+        Returns:
+            A function that unregisters `fn`; calling it twice is harmless.
+        """
+        with self._lock:
+            if not self._aborted:
+                self._callbacks.append(fn)
+                return lambda: self._discard(fn)
+        fn()
+        return lambda: None
+
+    def _discard(self, fn: Callable[[], object]) -> None:
+        with self._lock:
+            try:
+                self._callbacks.remove(fn)
+            except ValueError:
+                pass
+
+    async def wait(self) -> None:
+        """Return once the signal is aborted (at once if it already is)."""
+        if self._aborted:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        def on_abort() -> None:
+            try:
+                loop.call_soon_threadsafe(wake)
+            except RuntimeError:  # the loop is closed: nobody is waiting
+                pass
+
+        remove = self.add_callback(on_abort)
+        try:
+            await fut
+        finally:
+            remove()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self.wait().__await__()
+
+    def _abort(self, reason: object) -> bool:
+        with self._lock:
+            if self._aborted:
+                return False
+            self._aborted = True
+            self._reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn()
+        return True
+
+    def __repr__(self) -> str:
+        return f"AbortSignal(aborted={self._aborted})"
+
+
+class AbortController:
+    """Owns an `AbortSignal` and aborts it.
+
+    Example:
+        >>> controller = AbortController()
+        >>> controller.signal.aborted
+        False
+        >>> controller.abort("enough")
+        >>> controller.signal.aborted, controller.signal.reason
+        (True, 'enough')
+    """
+
+    __slots__ = ("signal",)
+
+    signal: AbortSignal
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: object = None) -> None:
+        """Abort the signal; later calls do nothing. Safe from any thread."""
+        self.signal._abort("aborted" if reason is None else reason)
+
+    def follow(self, signal: AbortSignal | None) -> Callable[[], None]:
+        """Abort this controller when `signal` aborts.
+
+        Returns:
+            A function that stops following.
+        """
+        if signal is None:
+            return lambda: None
+        return signal.add_callback(lambda: self.abort(signal.reason))

@@ -1,0 +1,51 @@
+"""The one exception aerix raises, and its kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .events import AgentEvent, EndReason
+
+__all__ = ["AerixError", "ErrorKind"]
+
+ErrorKind = Literal["options", "busy", "end"]
+"""`options`: a bad option or definition; `busy`: the agent is already running;
+`end`: `ask` ended without a final."""
+
+
+class AerixError(Exception):
+    """An error raised by aerix.
+
+    Args:
+        kind: What went wrong: `"options"`, `"busy"` or `"end"`.
+        message: What was wrong, what was given and what is allowed.
+        reason: For `kind="end"`, why the run ended.
+        events: For `kind="end"`, every event of the run.
+    """
+
+    kind: ErrorKind
+    message: str
+    reason: EndReason | None
+    events: tuple[AgentEvent, ...]
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        reason: EndReason | None = None,
+        events: Sequence[AgentEvent] = (),
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.reason = reason
+        self.events = tuple(events)
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.message}"
+
+    def __repr__(self) -> str:
+        return f"AerixError(kind={self.kind!r}, message={self.message!r})"
