@@ -18,7 +18,7 @@ __all__ = ["AbortController", "AbortSignal"]
 class AbortSignal:
     """Tells whether an abort was asked for. Made by an `AbortController`."""
 
-    __slots__ = ("_callbacks", "_lock", "_reason", "_aborted")
+    __slots__ = ("_aborted", "_callbacks", "_lock", "_reason")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -91,9 +91,7 @@ class Delta:
 class Model(Protocol):
     """Anything that streams a chat generation as `Delta`s."""
 
-    def chat(
-        self, messages: list[ChatMessage], opts: GenerateOptions | None = None
-    ) -> AsyncIterator[Delta]:
+    def chat(self, messages: list[ChatMessage], opts: GenerateOptions | None = None) -> AsyncIterator[Delta]:
         """Stream one generation: text deltas, then exactly one done delta.
 
         Args:

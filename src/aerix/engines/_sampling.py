@@ -1,0 +1,134 @@
+"""Pick the next token from logits, and turn token bytes into safe text.
+
+Sampling follows llama.cpp's default chain: top-k, top-p and min-p on the
+distribution at temperature 1, then temperature; temperature 0 is greedy. An
+optional token mask (llguidance's bitmask: one bit per token, set when
+allowed) removes the tokens a constraint forbids.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Sampling", "TextStream", "sample"]
+
+Logits = npt.NDArray[np.float32]
+Bitmask = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sampling:
+    """Sampling settings (llama.cpp's defaults)."""
+
+    temperature: float = 0.8
+    """0 is greedy."""
+    top_k: int = 40
+    """Keep the k likeliest tokens; 0 keeps all."""
+    top_p: float = 0.95
+    """Keep the likeliest tokens whose probabilities sum to p; 1 keeps all."""
+    min_p: float = 0.05
+    """Drop tokens less likely than min_p times the likeliest; 0 keeps all."""
+
+
+def _allowed(mask: Bitmask, token: int) -> bool:
+    return bool((int(mask[token >> 5]) >> (token & 31)) & 1)
+
+
+def _mask_logits(logits: Logits, mask: Bitmask) -> Logits:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: logits.shape[0]]
+    return np.where(bits.astype(bool), logits, np.float32(-np.inf))
+
+
+def sample(logits: Logits, s: Sampling, rng: np.random.Generator, mask: Bitmask | None = None) -> int:
+    """The next token.
+
+    Args:
+        logits: The model's logits for the next position (not modified).
+        s: The sampling settings.
+        rng: The random generator (seeded for reproducible sampling).
+        mask: Allowed tokens, one bit each; `None` allows all.
+    """
+    if s.temperature <= 0:
+        best = int(np.argmax(logits))
+        if mask is None or _allowed(mask, best):
+            return best
+        return int(np.argmax(_mask_logits(logits, mask)))
+    work = logits if mask is None else _mask_logits(logits, mask)
+    n = work.shape[0]
+    if 0 < s.top_k < n:
+        idx = np.argpartition(work, n - s.top_k)[n - s.top_k :]
+    else:
+        idx = np.arange(n)
+    cand = work[idx].astype(np.float64)
+    finite = np.isfinite(cand)
+    idx, cand = idx[finite], cand[finite]
+    if idx.size == 0:
+        raise RuntimeError("no token is allowed: the constraint left nothing to sample")
+    order = np.argsort(-cand, kind="stable")
+    idx, cand = idx[order], cand[order]
+    p = np.exp(cand - cand[0])
+    p /= p.sum()
+    keep = np.ones(idx.size, dtype=bool)
+    if s.top_p < 1.0:
+        keep &= (np.cumsum(p) - p) < s.top_p
+    if s.min_p > 0.0:
+        keep &= p >= s.min_p * p[0]
+    keep[0] = True
+    idx, cand = idx[keep], cand[keep]
+    q = np.exp((cand - cand[0]) / s.temperature)
+    q /= q.sum()
+    return int(idx[rng.choice(idx.size, p=q)])
+
+
+class TextStream:
+    """Token bytes in, text out: UTF-8 safe across tokens, cut at stop strings.
+
+    A character split over two tokens comes out whole with the second one; text
+    that may be the start of a stop string is held back until it is known not
+    to be one.
+
+    Args:
+        stops: Stop strings; the text ends before the first one that appears.
+    """
+
+    def __init__(self, stops: Sequence[str] = ()) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stops = [s for s in stops if s]
+        self._held = ""
+        self.stopped = False
+        """Whether a stop string appeared."""
+
+    def push(self, data: bytes) -> str:
+        """Feed the bytes of new tokens; return the text that may be shown now."""
+        if self.stopped:
+            return ""
+        return self._scan(self._held + self._decoder.decode(data))
+
+    def flush(self) -> str:
+        """The text still held back, at the end of the generation."""
+        if self.stopped:
+            return ""
+        out = self._scan(self._held + self._decoder.decode(b"", final=True))
+        if self.stopped:
+            return out
+        out, self._held = out + self._held, ""
+        return out
+
+    def _scan(self, buf: str) -> str:
+        cut = min((i for i in (buf.find(s) for s in self._stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self.stopped, self._held = True, ""
+            return buf[:cut]
+        hold = 0
+        for s in self._stops:
+            for k in range(min(len(s) - 1, len(buf)), hold, -1):
+                if buf.endswith(s[:k]):
+                    hold = k
+                    break
+        self._held = buf[len(buf) - hold :]
+        return buf[: len(buf) - hold]

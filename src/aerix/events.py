@@ -1,0 +1,196 @@
+"""The events of a run: frozen dataclasses with a `type` and `to_dict()`.
+
+Every run yields, in order, for each generation: `TextEvent`s, one
+`UsageEvent`, then either a `RetryEvent`, or a `TurnEvent` followed by a
+`CallEvent` and a `ResultEvent` per call; and ends with exactly one
+`FinalEvent` or `EndEvent`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "AgentEvent",
+    "Call",
+    "CallEvent",
+    "EndEvent",
+    "EndReason",
+    "FinalEvent",
+    "ResultEvent",
+    "RetryEvent",
+    "TextEvent",
+    "TurnEvent",
+    "UsageEvent",
+]
+
+EndReason = Literal["turns", "retries", "abort", "error"]
+"""Why a run ended without a final: a limit (`turns`, `retries`), an abort,
+or an error (an engine failure, or a hook that raised or returned a bad value)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Call:
+    """One tool call of a turn."""
+
+    id: str
+    """Unique within the agent's conversation, e.g. `"call_3"`."""
+    tool: str
+    """The tool's name."""
+    input: dict[str, Any]
+    """The input the model sent (or the one `before_call` put in its place)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: `{"id", "tool", "input"}`."""
+        return {"id": self.id, "tool": self.tool, "input": self.input}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextEvent:
+    """Raw model text, as it streams."""
+
+    type: Literal["text"] = field(default="text", init=False)
+    text: str
+    """The text of one delta."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"type": self.type, "text": self.text}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UsageEvent:
+    """Token counts of one generation (one per generation)."""
+
+    type: Literal["usage"] = field(default="usage", init=False)
+    prompt_tokens: int
+    """Tokens in the prompt, cached ones included."""
+    completion_tokens: int
+    """Tokens generated."""
+    cached_tokens: int = 0
+    """Prompt tokens the engine reused from its cache instead of prefilling."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {
+            "type": self.type,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnEvent:
+    """A valid turn that calls tools."""
+
+    type: Literal["turn"] = field(default="turn", init=False)
+    turn: int
+    """The generation's number within the run, from 1."""
+    calls: tuple[Call, ...]
+    """The calls that will run, in order (at most 8)."""
+    thought: str | None = None
+    """The turn's thought, if it had one (at most 600 characters)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {
+            "type": self.type,
+            "turn": self.turn,
+            "calls": [c.to_dict() for c in self.calls],
+            "thought": self.thought,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallEvent:
+    """A call about to run (after `before_call`), or about to be refused."""
+
+    type: Literal["call"] = field(default="call", init=False)
+    id: str
+    """The call's id."""
+    tool: str
+    """The tool's name."""
+    input: dict[str, Any]
+    """The input the tool will get."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"type": self.type, "id": self.id, "tool": self.tool, "input": self.input}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResultEvent:
+    """A call's result, as the model will see it."""
+
+    type: Literal["result"] = field(default="result", init=False)
+    id: str
+    """The call's id."""
+    tool: str
+    """The tool's name."""
+    text: str
+    """The result text: the tool's output, `error: …` or `refused: …`."""
+    error: bool = False
+    """True for an input check failure, an exception, or a refusal."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {
+            "type": self.type,
+            "id": self.id,
+            "tool": self.tool,
+            "text": self.text,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryEvent:
+    """A cut or bad turn is asked again."""
+
+    type: Literal["retry"] = field(default="retry", init=False)
+    turn: int
+    """The number of the generation that failed, from 1."""
+    reason: str
+    """What was wrong with it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"type": self.type, "turn": self.turn, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FinalEvent:
+    """The run's answer: one of the two endings."""
+
+    type: Literal["final"] = field(default="final", init=False)
+    text: str
+    """The answer."""
+    thought: str | None = None
+    """The final turn's thought, if it had one."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"type": self.type, "text": self.text, "thought": self.thought}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EndEvent:
+    """The run ended without a final: the other ending."""
+
+    type: Literal["end"] = field(default="end", init=False)
+    reason: EndReason
+    """`"turns"`, `"retries"`, `"abort"` or `"error"`."""
+    message: str = ""
+    """What happened, in words (for `error`, the failure's message)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"type": self.type, "reason": self.reason, "message": self.message}
+
+
+AgentEvent: TypeAlias = (
+    TextEvent | UsageEvent | TurnEvent | CallEvent | ResultEvent | RetryEvent | FinalEvent | EndEvent
+)
+"""Any event of a run."""

@@ -1,0 +1,204 @@
+"""The agent's options: `Limits`, `Hooks`, generation settings, and the checks
+that refuse bad ones (and bad hook return values) with a message naming them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeAlias
+
+from .errors import AerixError
+from .events import Call
+from .model import GenerationOptions
+
+__all__ = [
+    "AfterCall",
+    "BeforeCall",
+    "Hooks",
+    "Limits",
+    "OnFinal",
+    "ToolChoice",
+    "check_after_call",
+    "check_before_call",
+    "check_generation",
+    "check_on_final",
+]
+
+ToolChoice: TypeAlias = str
+"""`"auto"`, `"required"`, `"none"` or a tool's name."""
+
+BeforeCall: TypeAlias = Mapping[str, Any] | None
+"""What `before_call` returns: `None`, `{"deny": reason}` or `{"input": {...}}`."""
+AfterCall: TypeAlias = Mapping[str, Any] | None
+"""What `after_call` returns: `None` or `{"result": text}`."""
+OnFinal: TypeAlias = Mapping[str, Any] | None
+"""What `on_final` returns: `None` or `{"continue": text}`."""
+
+
+def _bad(message: str) -> AerixError:
+    return AerixError("options", message)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """Named bounds on a run. Each is a positive integer (`retries` may be 0)."""
+
+    turns: int = 8
+    """Generations per run, retries and cut turns included."""
+    retries: int = 2
+    """Extra attempts after a bad or cut turn, per turn."""
+    max_tokens: int = 512
+    """Tokens per generation."""
+    result_chars: int = 4000
+    """Characters of one tool result; the rest is cut, with a note."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            low = 0 if f.name == "retries" else 1
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _bad(f"limits.{f.name} must be an integer, got {value!r}")
+            if value < low:
+                raise _bad(f"limits.{f.name} must be at least {low}, got {value!r}")
+
+    @classmethod
+    def of(cls, value: Limits | Mapping[str, Any] | None) -> Limits:
+        """A `Limits` from a `Limits`, a dict with the same keys, or `None` (the defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, Limits):
+            return value
+        if isinstance(value, Mapping):
+            known = {f.name for f in fields(cls)}
+            unknown = [k for k in value if k not in known]
+            if unknown:
+                raise _bad(f"unknown limit {unknown[0]!r}; limits are {', '.join(sorted(known))}")
+            return cls(**value)
+        raise _bad(f"limits must be a Limits or a dict, got {type(value).__name__}")
+
+
+HookFn: TypeAlias = Callable[..., Any | Awaitable[Any]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hooks:
+    """Optional callbacks, sync or async, that steer a run.
+
+    A hook that raises, or returns anything but what it may return, ends the
+    run with `end(reason="error")`.
+    """
+
+    before_call: Callable[[Call], BeforeCall | Awaitable[BeforeCall]] | None = None
+    """Before each call: `None`, `{"deny": reason}` (the result becomes
+    `refused: <reason>`) or `{"input": {...}}` (replaces the input, then checked)."""
+    after_call: Callable[[Call, str], AfterCall | Awaitable[AfterCall]] | None = None
+    """After each call that ran (error results too, not refusals): `None` or
+    `{"result": text}`, which replaces the result."""
+    on_final: Callable[[str], OnFinal | Awaitable[OnFinal]] | None = None
+    """On a final: `None`, or `{"continue": text}`: the final stays in the
+    conversation and the agent gets another turn with `text` as a user message."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not callable(value):
+                raise _bad(f"hooks.{f.name} must be callable, got {type(value).__name__}")
+
+    @classmethod
+    def of(cls, value: Hooks | Mapping[str, Any] | None) -> Hooks:
+        """A `Hooks` from a `Hooks`, a dict with the same keys, or `None`."""
+        if value is None:
+            return cls()
+        if isinstance(value, Hooks):
+            return value
+        if isinstance(value, Mapping):
+            known = {f.name for f in fields(cls)}
+            unknown = [k for k in value if k not in known]
+            if unknown:
+                raise _bad(f"unknown hook {unknown[0]!r}; hooks are {', '.join(sorted(known))}")
+            return cls(**value)
+        raise _bad(f"hooks must be a Hooks or a dict, got {type(value).__name__}")
+
+
+_FLOATS = ("temperature", "top_p", "min_p")
+_INTS = ("top_k", "seed")
+
+
+def check_generation(value: Mapping[str, Any] | None) -> GenerationOptions:
+    """Check the `generation` option: sampling settings without `max_tokens` and `constraint`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _bad(f"generation must be a dict, got {type(value).__name__}")
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        if key in ("max_tokens", "constraint", "signal"):
+            hint = "use limits.max_tokens" if key == "max_tokens" else "the loop sets it"
+            raise _bad(f"generation.{key} is set by the loop; {hint}")
+        if key in _FLOATS:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise _bad(f"generation.{key} must be a non-negative number, got {v!r}")
+        elif key in _INTS:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise _bad(f"generation.{key} must be an integer, got {v!r}")
+        elif key == "stop":
+            if (
+                isinstance(v, str)
+                or not isinstance(v, list | tuple)
+                or not all(isinstance(s, str) and s for s in v)
+            ):
+                raise _bad(f"generation.stop must be a list of non-empty strings, got {v!r}")
+            v = list(v)
+        else:
+            allowed = ", ".join((*_FLOATS, *_INTS, "stop"))
+            raise _bad(f"unknown generation option {key!r}; allowed: {allowed}")
+        out[key] = v
+    return out  # type: ignore[return-value]
+
+
+class HookError(Exception):
+    """A hook raised or returned a value it may not return."""
+
+
+def _one_key(hook: str, value: object, allowed: tuple[str, ...]) -> tuple[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((key, v),) = value.items()
+        if key in allowed:
+            return key, v
+    shapes = " or ".join(f"{{{k!r}: ...}}" for k in allowed)
+    raise HookError(f"hook {hook} returned {value!r}; it may return None or {shapes}")
+
+
+def check_before_call(value: object) -> tuple[Literal["deny", "input"], Any] | None:
+    """Check what `before_call` returned."""
+    outcome = _one_key("before_call", value, ("deny", "input"))
+    if outcome is not None:
+        key, v = outcome
+        if key == "deny" and not isinstance(v, str):
+            raise HookError(f"hook before_call: the deny reason must be a string, got {v!r}")
+        if key == "input" and not isinstance(v, dict):
+            raise HookError(f"hook before_call: the replacement input must be a dict, got {v!r}")
+    return outcome  # type: ignore[return-value]
+
+
+def check_after_call(value: object) -> str | None:
+    """Check what `after_call` returned: the replacement result, or `None`."""
+    outcome = _one_key("after_call", value, ("result",))
+    if outcome is None:
+        return None
+    if not isinstance(outcome[1], str):
+        raise HookError(f"hook after_call: the replacement result must be a string, got {outcome[1]!r}")
+    return outcome[1]
+
+
+def check_on_final(value: object) -> str | None:
+    """Check what `on_final` returned: the text to continue with, or `None`."""
+    outcome = _one_key("on_final", value, ("continue",))
+    if outcome is None:
+        return None
+    if not isinstance(outcome[1], str):
+        raise HookError(f"hook on_final: the continue text must be a string, got {outcome[1]!r}")
+    return outcome[1]

@@ -1,0 +1,155 @@
+"""`ScriptedModel`: a `Model` that plays scripted turns, for testing agents.
+
+Example:
+    >>> import asyncio
+    >>> from aerix import Agent, tool
+    >>> from aerix.testing import ScriptedModel
+    >>> @tool
+    ... def add(a: int, b: int) -> int:
+    ...     '''Add two integers.'''
+    ...     return a + b
+    >>> model = ScriptedModel([
+    ...     '{"calls":[{"tool":"add","input":{"a":2,"b":3}}]}',
+    ...     lambda messages: '{"final":"' + messages[-1]["content"].split()[-1] + '"}',
+    ... ])
+    >>> agent = Agent(model=model, tools=[add])
+    >>> asyncio.run(agent.ask("What is 2 + 3?")).text
+    '5'
+    >>> all("constraint" in call.opts for call in model.calls)
+    True
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from .model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
+
+__all__ = ["Cut", "Fail", "NoDone", "ScriptedCall", "ScriptedModel", "Stall", "Step"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cut:
+    """Stream `text`, then stop as if `max_tokens` ran out (`finish="length"`)."""
+
+    text: str = '{"calls":[{"tool":"'
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fail:
+    """Stream `text`, then raise `error` mid-stream (an engine failure)."""
+
+    text: str = ""
+    error: BaseException | str = "scripted engine failure"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stall:
+    """Stream `text`, then hang until the generation's signal is aborted."""
+
+    text: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoDone:
+    """Stream `text`, then end the stream without its done delta (a broken engine)."""
+
+    text: str = ""
+
+
+Step: TypeAlias = "str | Cut | Fail | Stall | NoDone"
+Script: TypeAlias = "Step | Callable[[list[ChatMessage]], Step]"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScriptedCall:
+    """One recorded generation: what the model was given."""
+
+    messages: list[ChatMessage]
+    """A copy of the messages, system message first."""
+    opts: dict[str, Any] = field(default_factory=dict)
+    """A copy of the options (`max_tokens`, `constraint`, `signal`, sampling)."""
+
+
+class ScriptedModel:
+    """A `Model` that plays a script, one entry per generation, and records every call.
+
+    Args:
+        script: One entry per generation, in order: the turn text (a `str`),
+            a `Cut`, `Fail`, `Stall` or `NoDone`, or a callable that gets the
+            messages and returns one of those.
+        chunk_size: Stream the text in deltas of this many characters
+            (default: one delta with the whole text).
+
+    A generation past the end of the script fails with an error that says so.
+    Token counts are estimates (4 characters a token); `cached_tokens` counts
+    the leading messages equal to the previous call's, so a test can check
+    that the conversation only appends.
+    """
+
+    def __init__(self, script: Iterable[Script] = (), *, chunk_size: int | None = None) -> None:
+        self._script = list(script)
+        self._chunk = chunk_size
+        self.calls: list[ScriptedCall] = []
+        """Every generation asked for, in order."""
+        self._last: list[ChatMessage] = []
+
+    @property
+    def remaining(self) -> int:
+        """Script entries not played yet."""
+        return len(self._script) - len(self.calls)
+
+    def add(self, *entries: Script) -> None:
+        """Append entries to the script."""
+        self._script.extend(entries)
+
+    async def chat(
+        self, messages: list[ChatMessage], opts: GenerateOptions | None = None
+    ) -> AsyncIterator[Delta]:
+        """Play the next script entry as a stream of deltas."""
+        opts = opts or {}
+        index = len(self.calls)
+        copied: list[ChatMessage] = [{"role": m["role"], "content": m["content"]} for m in messages]
+        self.calls.append(ScriptedCall(messages=copied, opts=dict(opts)))
+        prompt_tokens, cached = self._count(messages)
+        if index >= len(self._script):
+            raise RuntimeError(f"ScriptedModel: no script entry left for generation {index + 1}")
+        entry = self._script[index]
+        step = entry(messages) if callable(entry) else entry
+        text = step if isinstance(step, str) else step.text
+        signal = opts.get("signal")
+        step_size = self._chunk or max(1, len(text))
+        for i in range(0, len(text), step_size):
+            if signal is not None and signal.aborted:
+                return
+            yield Delta(text=text[i : i + step_size])
+        if isinstance(step, Fail):
+            raise step.error if isinstance(step.error, BaseException) else RuntimeError(step.error)
+        if isinstance(step, Stall):
+            if signal is None:
+                await asyncio.Event().wait()
+            else:
+                await signal.wait()
+            return
+        if isinstance(step, NoDone):
+            return
+        finish: FinishReason = "length" if isinstance(step, Cut) else "stop"
+        usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=_tokens(text), cached_tokens=cached)
+        yield Delta(done=True, finish=finish, usage=usage)
+
+    def _count(self, messages: list[ChatMessage]) -> tuple[int, int]:
+        total = sum(_tokens(m["content"]) + 4 for m in messages)
+        cached = 0
+        for old, new in zip(self._last, messages, strict=False):
+            if old != new:
+                break
+            cached += _tokens(new["content"]) + 4
+        self._last = list(messages)
+        return total, cached
+
+
+def _tokens(text: str) -> int:
+    return (len(text) + 3) // 4
