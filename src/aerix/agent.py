@@ -575,10 +575,10 @@ class _Portal:
         return pending.result()
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
         try:
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self.call(self._loop.shutdown_asyncgens())
         finally:
+            if self._thread is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join()
             self._loop.close()

@@ -96,6 +96,7 @@ class ScriptedModel:
         self.calls: list[ScriptedCall] = []
         """Every generation asked for, in order."""
         self._last: list[ChatMessage] = []
+        self._sizes: list[int] = []
 
     @property
     def remaining(self) -> int:
@@ -112,8 +113,8 @@ class ScriptedModel:
         """Play the next script entry as a stream of deltas."""
         opts = opts or {}
         index = len(self.calls)
-        copied: list[ChatMessage] = [{"role": m["role"], "content": m["content"]} for m in messages]
-        self.calls.append(ScriptedCall(messages=copied, opts=dict(opts)))
+        # the loop never mutates a message it has sent, so a shallow copy is a snapshot
+        self.calls.append(ScriptedCall(messages=list(messages), opts=dict(opts)))
         prompt_tokens, cached = self._count(messages)
         if index >= len(self._script):
             raise RuntimeError(f"ScriptedModel: no script entry left for generation {index + 1}")
@@ -141,14 +142,16 @@ class ScriptedModel:
         yield Delta(done=True, finish=finish, usage=usage)
 
     def _count(self, messages: list[ChatMessage]) -> tuple[int, int]:
-        total = sum(_tokens(m["content"]) + 4 for m in messages)
-        cached = 0
-        for old, new in zip(self._last, messages, strict=False):
-            if old != new:
+        last, sizes = self._last, self._sizes
+        same = 0
+        for old, new in zip(last, messages, strict=False):
+            if old is not new and old != new:
                 break
-            cached += _tokens(new["content"]) + 4
+            same += 1
+        del sizes[same:]
+        sizes.extend(_tokens(m["content"]) + 4 for m in messages[same:])
         self._last = list(messages)
-        return total, cached
+        return sum(sizes), sum(sizes[:same])
 
 
 def _tokens(text: str) -> int:

@@ -13,11 +13,12 @@ import inspect
 import json
 import math
 import re
+import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from queue import SimpleQueue
 from typing import Any, Literal, TypeAlias, get_args, get_origin, overload
 
 from ._docstring import parse_docstring
@@ -405,12 +406,15 @@ def _short(v: object, limit: int = 60) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
 def result_text(value: object) -> tuple[str, bool]:
     """A tool's return value as result text: a `str` as is, anything else as JSON."""
     if isinstance(value, str):
         return value, False
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False), False
+        return _encode(value), False
     except (TypeError, ValueError, RecursionError) as exc:
         return f"error: the result cannot be serialised to JSON: {exc}", True
 
@@ -422,16 +426,58 @@ def cut_result(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[cut: {len(text) - limit} more characters]"
 
 
-_pool: ThreadPoolExecutor | None = None
+class _Workers:
+    """Daemon worker threads for plain-function tools.
+
+    Leaner than `asyncio.to_thread` on the hot path (one queue put, one
+    `call_soon_threadsafe`), and a tool left hanging after an abort never
+    holds up interpreter exit or `asyncio.run`'s executor shutdown.
+    """
+
+    MAX_IDLE = 32
+
+    def __init__(self) -> None:
+        self._idle: list[SimpleQueue[Any]] = []
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        try:
+            inbox = self._idle.pop()
+        except IndexError:
+            inbox = SimpleQueue()
+            threading.Thread(target=self._work, args=(inbox,), name="aerix-tool", daemon=True).start()
+        inbox.put((loop, fut, contextvars.copy_context(), fn, args))
+        return fut
+
+    def _work(self, inbox: SimpleQueue[Any]) -> None:
+        while True:
+            loop, fut, ctx, fn, args = inbox.get()
+            try:
+                outcome, ok = ctx.run(fn, *args), True
+            except BaseException as exc:  # delivered to the awaiting task
+                outcome, ok = exc, False
+            idle = len(self._idle) < self.MAX_IDLE
+            if idle:
+                self._idle.append(inbox)
+            try:
+                loop.call_soon_threadsafe(_deliver, fut, outcome, ok)
+            except RuntimeError:  # the loop is closed: nobody waits for this result
+                pass
+            if not idle:
+                return
 
 
-def _executor() -> ThreadPoolExecutor:
-    # aerix's own pool: a tool left running after an abort never holds up
-    # the loop's default executor (and so never `asyncio.run`'s shutdown).
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(thread_name_prefix="aerix-tool")
-    return _pool
+def _deliver(fut: asyncio.Future[Any], outcome: Any, ok: bool) -> None:
+    if fut.done():  # the awaiting task was cancelled (an abort)
+        return
+    if ok:
+        fut.set_result(outcome)
+    else:
+        fut.set_exception(outcome)
+
+
+_workers = _Workers()
 
 
 async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str, bool]:
@@ -451,8 +497,7 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
         if t.is_async:
             value = await t.run(input, cx)
         else:
-            ctx = contextvars.copy_context()
-            value = await asyncio.get_running_loop().run_in_executor(_executor(), ctx.run, t.run, input, cx)
+            value = await _workers.run(t.run, input, cx)
             if inspect.isawaitable(value):  # a plain function that returned a coroutine
                 value = await value
     except Exception as exc:

@@ -136,7 +136,7 @@ class ParsedCall:
     """A call as the turn wrote it, before it gets an id."""
 
     tool: str
-    input: Any
+    input: dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,6 +205,8 @@ def parse_turn(text: str, tools: Sequence[Tool], tool_choice: str = "auto") -> T
         if c["tool"] not in allowed:
             names = ", ".join(sorted(allowed))
             return BadTurn(reason=f"call {i}: unknown tool {_short(c['tool'])} (tools: {names})")
+        if not isinstance(c["input"], dict):
+            return BadTurn(reason=f"call {i}: input must be an object")
         calls.append(ParsedCall(tool=c["tool"], input=c["input"]))
     return Turn(calls=tuple(calls), thought=thought, dropped=max(0, len(raw) - MAX_CALLS))
 

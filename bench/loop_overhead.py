@@ -1,0 +1,382 @@
+"""Loop overhead per turn: aerix against pydantic-ai, the OpenAI Agents SDK and smolagents.
+
+Every library plays the same scenario (see `_peers/scenario.py`): one tool
+`add(a: int, b: int) -> int`, and a scripted model that calls it once in each
+of 50 turns, then gives a final answer in turn 51. The scripted replies are
+built before the clock starts, so a run's wall time is the library's own loop;
+overhead per turn is that time divided by 51. After a warm-up, the libraries
+take turns run by run (in a shuffled order each round) so that machine noise
+hits them alike; each run is checked afterwards (50 right `add` results and
+the final text), so a broken run cannot look fast.
+
+`add` is measured twice: as a plain function (which aerix, pydantic-ai and the
+OpenAI Agents SDK all run on a worker thread, so each call pays a thread hop)
+and as a coroutine function (awaited on the loop). smolagents is synchronous,
+runs only plain functions and calls them inline, so it has one row.
+
+Run from the repository root:
+
+    python bench/loop_overhead.py [--reps 40] [--only aerix smolagents ...]
+        [--tools def 'async def'] [--no-write] [--profile]
+
+It prints the table and writes it to the `loop_overhead` section of
+docs/benchmarks.md. `--profile` also profiles aerix's runs with cProfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import functools
+import gc
+import importlib
+import json
+import pstats
+import random
+import statistics
+import sys
+import time
+import tomllib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import _report
+from _peers.scenario import (
+    CALL_TURNS,
+    FINAL,
+    MAX_TURNS,
+    PROMPT,
+    TOOL_KINDS,
+    TURNS,
+    Contender,
+    ToolKind,
+    Trial,
+    add_tool,
+    call_input,
+    expect_results,
+)
+
+TARGET = 10.0
+"""aerix should have at least this many times less overhead than the fastest peer."""
+
+
+def aerix_contender(kind: ToolKind = "def", *, bare: bool = False) -> Contender:
+    """The aerix side: `Agent(model=ScriptedModel(texts), tools=[add])`, `await agent.ask()`.
+
+    Args:
+        kind: How `add` is defined.
+        bare: Use `BareModel` (which only streams the texts, like the peers' fakes)
+            instead of `ScriptedModel` (which also records every call and estimates
+            token counts over the whole conversation).
+    """
+    from aerix import Agent, tool
+    from aerix.testing import ScriptedModel
+
+    add = tool(add_tool(kind))
+    texts = [json.dumps({"calls": [{"tool": "add", "input": call_input(i)}]}) for i in range(CALL_TURNS)]
+    texts.append(json.dumps({"final": FINAL}))
+    model_class = BareModel if bare else ScriptedModel
+
+    def prepare() -> Trial:
+        agent = Agent(model=model_class(texts), tools=[add], limits={"turns": MAX_TURNS})
+
+        def check(answer: Any) -> None:
+            results = [
+                ev.text for ev in answer.events if ev.type == "result" and ev.tool == "add" and not ev.error
+            ]
+            expect_results("aerix", results, answer.text)
+
+        return Trial(run=lambda: agent.ask(PROMPT), awaits=True, check=check)
+
+    model = "BareModel" if bare else "ScriptedModel"
+    return Contender(
+        name=f"aerix ({model})",
+        version=_aerix_version(),
+        tool=kind,
+        how=f"Agent(model={model}(texts), tools=[tool(add)]); await agent.ask()",
+        prepare=prepare,
+    )
+
+
+class BareModel:
+    """The least an aerix `Model` can do: stream each scripted text, then a done delta."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self._texts = iter(texts)
+
+    async def chat(self, messages: list[Any], opts: Any = None) -> AsyncIterator[Any]:
+        """Stream the next text as one delta, then the done delta."""
+        from aerix.model import Delta, Usage
+
+        yield Delta(text=next(self._texts))
+        yield Delta(done=True, finish="stop", usage=Usage(prompt_tokens=1, completion_tokens=1))
+
+
+def _aerix_version() -> str:
+    try:
+        return version("aerix")
+    except PackageNotFoundError:  # run from the source tree, not installed
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return f"{tomllib.loads(pyproject.read_text())['project']['version']} (source tree)"
+
+
+def _peer(module: str) -> Callable[[ToolKind], Contender]:
+    def load(kind: ToolKind) -> Contender:
+        contender: Callable[[ToolKind], Contender] = importlib.import_module(f"_peers.{module}").contender
+        return contender(kind)
+
+    return load
+
+
+LOADERS: dict[str, Callable[[ToolKind], Contender]] = {
+    "aerix": aerix_contender,
+    "aerix-bare": functools.partial(aerix_contender, bare=True),
+    "pydantic-ai": _peer("pydantic_ai_peer"),
+    "openai-agents": _peer("openai_agents_peer"),
+    "smolagents": _peer("smolagents_peer"),
+}
+KINDS: dict[str, tuple[ToolKind, ...]] = {"smolagents": ("def",)}
+"""Tool kinds a library supports, where not all of them."""
+
+
+@dataclass
+class Timings:
+    """Per-turn overheads of one contender's timed runs, in microseconds."""
+
+    contender: Contender
+    us_per_turn: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        """The median overhead per turn."""
+        return statistics.median(self.us_per_turn)
+
+    def deciles(self) -> tuple[float, float]:
+        """The p10 and p90."""
+        q = statistics.quantiles(self.us_per_turn, n=10, method="inclusive")
+        return q[0], q[8]
+
+
+def time_one(runner: asyncio.Runner, contender: Contender) -> float:
+    """Prepare one run (untimed), play it (timed), check it, and return µs per turn."""
+    trial = contender.prepare()
+    gc.collect()  # a clean start for each run (a cheap one once `measure` froze the heap)
+    if trial.awaits:
+
+        async def timed() -> tuple[int, Any]:
+            start = time.perf_counter_ns()
+            outcome = await trial.run()
+            return time.perf_counter_ns() - start, outcome
+
+        elapsed, outcome = runner.run(timed())
+    else:
+        start = time.perf_counter_ns()
+        outcome = trial.run()
+        elapsed = time.perf_counter_ns() - start
+    trial.check(outcome)
+    return elapsed / 1000 / TURNS
+
+
+def load(names: list[str], kinds: list[ToolKind]) -> tuple[list[Contender], list[str]]:
+    """The contenders that import, and a note for each library that does not."""
+    loaded, skipped = [], []
+    for name in names:
+        try:
+            loaded += [LOADERS[name](k) for k in kinds if k in KINDS.get(name, TOOL_KINDS)]
+        except ImportError as exc:
+            skipped.append(f"{name}: not importable ({exc})")
+    return loaded, skipped
+
+
+def measure(contenders: list[Contender], *, reps: int, warmup: int, seed: int = 0) -> list[Timings]:
+    """Warm every contender up, then time `reps` runs each, round-robin in shuffled order."""
+    timings = [Timings(c) for c in contenders]
+    order = list(timings)
+    shuffle = random.Random(seed).shuffle
+    with asyncio.Runner() as runner:
+        for _ in range(warmup):
+            for t in timings:
+                time_one(runner, t.contender)
+        # Park the libraries' imported objects outside the collector: otherwise the
+        # collection before each run sweeps the whole heap and leaves the caches cold,
+        # which taxes a short run far more than a long one.
+        gc.collect()
+        gc.freeze()
+        for _ in range(reps):
+            shuffle(order)
+            for t in order:
+                t.us_per_turn.append(time_one(runner, t.contender))
+    return timings
+
+
+def profile(contender: Contender, runs: int, top: int) -> None:
+    """Profile `runs` runs of one async contender with cProfile and print where the time goes."""
+    profiler = cProfile.Profile()
+
+    async def profiled(trial: Trial) -> Any:
+        profiler.enable()
+        try:
+            return await trial.run()
+        finally:
+            profiler.disable()
+
+    with asyncio.Runner() as runner:
+        time_one(runner, contender)  # warm
+        for _ in range(runs):
+            trial = contender.prepare()
+            trial.check(runner.run(profiled(trial)))
+    turns = runs * TURNS
+    print(
+        f"\ncProfile: {runs} runs of {contender.name} with a `{contender.tool}` tool "
+        f"({turns} turns; divide by {turns} for per-turn figures)"
+    )
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+HEADLINE = "aerix (ScriptedModel)"
+"""The aerix configuration the issue names; the ratio columns divide by its medians."""
+
+
+def _is_aerix(c: Contender) -> bool:
+    return c.name.startswith("aerix")
+
+
+def _find(timings: list[Timings], name: str, kind: ToolKind) -> Timings | None:
+    return next((t for t in timings if t.contender.name == name and t.contender.tool == kind), None)
+
+
+def table(timings: list[Timings]) -> str:
+    """The results as a markdown table: aerix first, then the peers by median."""
+    bases = [(k, b) for k in TOOL_KINDS if (b := _find(timings, HEADLINE, k)) is not None]
+    head = "| library | version | `add` defined with | median µs/turn | p10 | p90 |"
+    rule = "|---|---|---|---:|---:|---:|"
+    for kind, _ in bases:
+        head += f" ÷ {HEADLINE}, `{kind}` |"
+        rule += "---:|"
+    rows = [head, rule]
+    for t in sorted(timings, key=lambda t: (not _is_aerix(t.contender), t.median)):
+        c = t.contender
+        p10, p90 = t.deciles()
+        row = f"| {c.name} | {c.version} | `{c.tool}` | {t.median:.1f} | {p10:.1f} | {p90:.1f} |"
+        for _, base in bases:
+            row += f" {t.median / base.median:.1f}× |"
+        rows.append(row)
+    return "\n".join(rows)
+
+
+def verdicts(timings: list[Timings]) -> list[str]:
+    """For each aerix row, the fastest comparable peer's ratio against the target.
+
+    An aerix row with a `def` tool is compared with the peers' `def` rows; one with
+    an `async def` tool with each peer's fastest row (smolagents has only `def`).
+    """
+    lines = []
+    for base in (t for t in timings if _is_aerix(t.contender)):
+        kind = base.contender.tool
+        peers = [
+            t
+            for t in timings
+            if not _is_aerix(t.contender) and (kind == "async def" or t.contender.tool == "def")
+        ]
+        if not peers:
+            continue
+        fastest = min(peers, key=lambda t: t.median)
+        ratio = fastest.median / base.median
+        met = "met" if ratio >= TARGET else "**not met**"
+        lines.append(
+            f"- {base.contender.name}, `{kind}` tool ({base.median:.1f} µs/turn): the fastest "
+            f"peer, {fastest.contender.name} with `{fastest.contender.tool}` "
+            f"({fastest.median:.1f} µs/turn), has {ratio:.1f}× its overhead "
+            f"(target ≥ {TARGET:.0f}×: {met})."
+        )
+    return lines
+
+
+def markdown(timings: list[Timings], reps: int, warmup: int) -> str:
+    """The docs/benchmarks.md section."""
+    seen: dict[str, Contender] = {}
+    for t in timings:
+        seen.setdefault(t.contender.name, t.contender)
+    how = "\n".join(f"- **{c.name}** {c.version}: `{c.how}`" for c in seen.values())
+    results = "\n".join(verdicts(timings))
+    return f"""## Loop overhead per turn
+
+`bench/loop_overhead.py`. One tool, `add(a: int, b: int) -> int` (returns `a + b`), and a
+scripted model that answers the prompt with {CALL_TURNS} turns, each calling `add` once with
+arguments that vary with the turn index (`a=i, b=2i+1`, sent as JSON text the way a provider
+sends them), then a final answer (`"{FINAL}"`) in turn {TURNS}. The scripted replies are built
+before the clock starts, so the time of a run is the library's loop: rendering, parsing,
+validating, dispatching the tool and bookkeeping. Overhead per turn = wall time of the run /
+{TURNS}. All libraries run in one process, the async ones on one event loop; each did {warmup}
+warm-up runs, then {reps} timed runs, the libraries taking turns run by run in a shuffled
+order, each run after a garbage collection (with the objects that exist after the warm-up
+frozen by `gc.freeze()`, so that collection is cheap and leaves no library with cold caches).
+Each run is checked afterwards: {CALL_TURNS} `add` results with the right values and the final
+text. Each library is used in its most direct documented way:
+
+{how}
+
+`add` is timed both as a plain function and as a coroutine function. aerix, pydantic-ai and
+the OpenAI Agents SDK run a plain-function tool on a worker thread (so it cannot block the
+event loop), which costs a thread hop per call; a coroutine tool is awaited on the loop.
+smolagents is synchronous, takes only plain functions and calls them inline, so it has one row.
+aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
+messages and estimates token counts over the whole conversation on every turn, and with
+`BareModel`, a five-line model that only streams the texts, like the peers' fakes; the
+difference is the test double's own work, not the loop's.
+
+Machine: {_report.machine()}
+
+{table(timings)}
+
+{results}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print, and write the docs section."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--reps", type=int, default=40, help="timed runs per contender")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per contender first")
+    parser.add_argument("--only", nargs="+", choices=list(LOADERS), default=list(LOADERS))
+    parser.add_argument("--tools", nargs="+", choices=TOOL_KINDS, default=list(TOOL_KINDS))
+    parser.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
+    parser.add_argument("--profile", action="store_true", help="also cProfile aerix's runs")
+    parser.add_argument("--profile-runs", type=int, default=20)
+    parser.add_argument("--profile-top", type=int, default=30)
+    args = parser.parse_args(argv)
+
+    contenders, skipped = load(args.only, args.tools)
+    for note in skipped:
+        print(f"skipped {note}", file=sys.stderr)
+    if not contenders:
+        return 1
+    for c in contenders:
+        print(f"{c.name} {c.version} (`{c.tool}` tool): {c.how}")
+    print(_report.machine())
+    timings = measure(contenders, reps=args.reps, warmup=args.warmup)
+    print()
+    print(table(timings))
+    lines = verdicts(timings)
+    print("\n".join(["", *lines]))
+    if not lines:
+        print("not writing docs/benchmarks.md: it needs aerix and at least one peer")
+    elif not args.no_write:
+        path = _report.write_section("loop_overhead", markdown(timings, args.reps, args.warmup))
+        print(f"wrote {path}")
+    if args.profile:
+        for t in timings:
+            if _is_aerix(t.contender):
+                profile(t.contender, args.profile_runs, args.profile_top)
+    wanted = any(name.startswith("aerix") for name in args.only)
+    return 1 if wanted and not any(_is_aerix(c) for c in contenders) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,760 @@
+"""The loop: endings, limits, hooks, retries, the conversation, busy, sync, aborts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from _tools import clock, weather
+from aerix import (
+    AbortController,
+    AerixError,
+    Agent,
+    CallEvent,
+    EndEvent,
+    FinalEvent,
+    Hooks,
+    Limits,
+    ResultEvent,
+    RetryEvent,
+    TextEvent,
+    TurnEvent,
+    UsageEvent,
+    tool,
+)
+from aerix.testing import Cut, Fail, NoDone, ScriptedModel, Stall
+
+
+def call(tool_name: str = "weather", **input: Any) -> str:
+    return json.dumps({"calls": [{"tool": tool_name, "input": input or {"city": "Lisbon"}}]})
+
+
+def final(text: str = "Yes", thought: str | None = None) -> str:
+    return json.dumps({"final": text, **({"thought": thought} if thought else {})})
+
+
+async def events_of(agent: Agent, prompt: str = "Umbrella?", **kw: Any) -> list[Any]:
+    return [ev async for ev in agent.run(prompt, **kw)]
+
+
+def types(events: list[Any]) -> list[str]:
+    return [ev.type for ev in events]
+
+
+def agent_with(*script: Any, **kw: Any) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(script)
+    kw.setdefault("tools", [weather, clock])
+    return Agent(model=model, **kw), model
+
+
+# -- a run, start to end ---------------------------------------------------------
+
+
+async def test_a_run_with_a_call_then_a_final() -> None:
+    agent, model = agent_with(call(), final("Pack sunglasses", "sunny"))
+    events = await events_of(agent)
+    assert types(events) == ["text", "usage", "turn", "call", "result", "text", "usage", "final"]
+    turn = events[2]
+    assert isinstance(turn, TurnEvent) and turn.turn == 1 and turn.calls[0].id == "call_1"
+    assert events[4] == ResultEvent(id="call_1", tool="weather", text="Sunny in Lisbon, 21°c", error=False)
+    assert events[-1] == FinalEvent(text="Pack sunglasses", thought="sunny")
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user", "assistant"]
+    assert agent.messages[0]["content"] == "Umbrella?"
+    assert agent.messages[1]["content"] == call()
+    assert agent.messages[2]["content"] == "Results:\n[call_1 weather] Sunny in Lisbon, 21°c"
+
+
+async def test_every_generation_gets_the_schema_and_the_limits() -> None:
+    agent, model = agent_with(
+        call(), Cut(), final(), limits={"max_tokens": 64}, generation={"temperature": 0}
+    )
+    await events_of(agent)
+    assert len(model.calls) == 3
+    for c in model.calls:
+        assert c.opts["constraint"] == {"json": agent._schemas["auto"]}
+        assert c.opts["max_tokens"] == 64 and c.opts["temperature"] == 0
+        assert c.opts["signal"] is not None
+        assert c.messages[0] == {"role": "system", "content": agent.system}
+        assert all(set(m) == {"role", "content"} for m in c.messages)
+
+
+async def test_constrain_false_sends_no_constraint() -> None:
+    agent, model = agent_with(final(), constrain=False)
+    await events_of(agent)
+    assert "constraint" not in model.calls[0].opts
+
+
+async def test_the_prompt_goes_unchanged_as_the_last_user_message() -> None:
+    agent, model = agent_with(final())
+    await events_of(agent, "  odd\nprompt {json} ")
+    assert model.calls[0].messages[-1] == {"role": "user", "content": "  odd\nprompt {json} "}
+
+
+async def test_each_prompt_only_appends_to_the_last() -> None:
+    agent, model = agent_with(call(), call("clock"), final(), final("again"))
+    await events_of(agent)
+    await events_of(agent, "and again?")
+    for before, after in zip(model.calls, model.calls[1:], strict=False):
+        assert after.messages[: len(before.messages)] == before.messages
+    assert model.calls[1].messages[-1]["content"].startswith("Results:\n[call_1 weather]")
+
+
+async def test_call_ids_are_unique_across_runs_and_turns() -> None:
+    two = json.dumps({"calls": [{"tool": "clock", "input": {}}] * 2})
+    agent, _ = agent_with(two, call(), final(), two, final())
+    events = await events_of(agent) + await events_of(agent, "more")
+    ids = [ev.id for ev in events if isinstance(ev, CallEvent)]
+    assert ids == ["call_1", "call_2", "call_3", "call_4", "call_5"]
+
+
+async def test_calls_run_in_order_one_at_a_time() -> None:
+    order: list[str] = []
+    running = 0
+
+    @tool
+    async def slow(n: int) -> str:
+        """Slow."""
+        nonlocal running
+        running += 1
+        assert running == 1
+        order.append(f"start {n}")
+        await asyncio.sleep(0.001)
+        order.append(f"end {n}")
+        running -= 1
+        return str(n)
+
+    turn = json.dumps({"calls": [{"tool": "slow", "input": {"n": i}} for i in range(3)]})
+    agent, _ = agent_with(turn, final(), tools=[slow])
+    await events_of(agent)
+    assert order == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
+
+
+async def test_more_than_eight_calls_keep_eight_and_say_so() -> None:
+    turn = json.dumps({"calls": [{"tool": "clock", "input": {}}] * 10})
+    agent, _ = agent_with(turn, final())
+    events = await events_of(agent)
+    assert sum(isinstance(e, ResultEvent) for e in events) == 8
+    assert "2 more call(s) were dropped" in agent.messages[2]["content"]
+
+
+async def test_text_events_stream_the_raw_text() -> None:
+    model = ScriptedModel([final("streamed")], chunk_size=3)
+    agent = Agent(model=model)
+    events = await events_of(agent)
+    assert "".join(e.text for e in events if isinstance(e, TextEvent)) == final("streamed")
+    assert sum(isinstance(e, TextEvent) for e in events) > 3
+
+
+async def test_usage_event_reports_cached_tokens() -> None:
+    agent, _ = agent_with(call(), final())
+    usage = [e for e in await events_of(agent) if isinstance(e, UsageEvent)]
+    assert len(usage) == 2 and usage[0].cached_tokens == 0 and usage[1].cached_tokens > 0
+    assert usage[1].cached_tokens == usage[0].prompt_tokens
+
+
+async def test_no_tools_only_a_final() -> None:
+    agent, model = agent_with(call(), final("hi"), tools=[])
+    events = await events_of(agent)
+    assert isinstance(events[-1], FinalEvent)
+    assert [e.reason for e in events if isinstance(e, RetryEvent)][0].startswith("this turn must be a final")
+
+
+# -- input checks and results ------------------------------------------------------
+
+
+async def test_a_bad_input_is_an_error_result_and_the_tool_does_not_run() -> None:
+    ran: list[object] = []
+
+    @tool
+    def t(n: int) -> str:
+        """T."""
+        ran.append(n)
+        return "ran"
+
+    agent, _ = agent_with('{"calls":[{"tool":"t","input":{"n":"7"}}]}', final(), tools=[t])
+    events = await events_of(agent)
+    result = next(e for e in events if isinstance(e, ResultEvent))
+    assert result.error and result.text == "error: field 'n' must be an integer, got string \"7\""
+    assert ran == []
+    assert isinstance(events[-1], FinalEvent)
+
+
+async def test_a_tool_that_raises_never_ends_the_run() -> None:
+    @tool
+    def bad() -> str:
+        """Bad."""
+        raise KeyError("k")
+
+    agent, _ = agent_with('{"calls":[{"tool":"bad","input":{}}]}', final(), tools=[bad])
+    events = await events_of(agent)
+    assert next(e for e in events if isinstance(e, ResultEvent)).text == "error: KeyError: 'k'"
+    assert isinstance(events[-1], FinalEvent)
+
+
+async def test_results_are_cut_at_result_chars() -> None:
+    @tool
+    def big() -> str:
+        """Big."""
+        return "y" * 1_000_000
+
+    agent, _ = agent_with(
+        '{"calls":[{"tool":"big","input":{}}]}', final(), tools=[big], limits={"result_chars": 10}
+    )
+    result = next(e for e in await events_of(agent) if isinstance(e, ResultEvent))
+    assert result.text == "y" * 10 + "\n[cut: 999990 more characters]"
+
+
+async def test_non_string_results_are_json_and_unserialisable_ones_errors() -> None:
+    @tool
+    def obj() -> dict[str, int]:
+        """Obj."""
+        return {"a": 1}
+
+    @tool
+    def odd() -> object:
+        """Odd."""
+        return {1, 2}
+
+    turn = '{"calls":[{"tool":"obj","input":{}},{"tool":"odd","input":{}}]}'
+    agent, _ = agent_with(turn, final(), tools=[obj, odd])
+    results = [e for e in await events_of(agent) if isinstance(e, ResultEvent)]
+    assert (results[0].text, results[0].error) == ('{"a": 1}', False)
+    assert results[1].error and "cannot be serialised" in results[1].text
+
+
+# -- hooks -----------------------------------------------------------------------------
+
+
+async def test_before_call_deny_refuses_without_running() -> None:
+    seen_after: list[str] = []
+    agent, _ = agent_with(
+        call(),
+        final(),
+        hooks={
+            "before_call": lambda c: {"deny": "not today"},
+            "after_call": lambda c, r: seen_after.append(r),
+        },
+    )
+    events = await events_of(agent)
+    assert types(events)[2:5] == ["turn", "call", "result"]
+    assert events[4] == ResultEvent(id="call_1", tool="weather", text="refused: not today", error=True)
+    assert seen_after == []
+
+
+async def test_before_call_input_replaces_and_is_checked() -> None:
+    async def swap(c: Any) -> dict[str, Any]:
+        return {"input": {"city": "Porto"} if c.id == "call_1" else {"city": 3}}
+
+    agent, _ = agent_with(call(), call(), final(), hooks=Hooks(before_call=swap))
+    events = await events_of(agent)
+    calls = [e for e in events if isinstance(e, CallEvent)]
+    results = [e for e in events if isinstance(e, ResultEvent)]
+    assert calls[0].input == {"city": "Porto"} and results[0].text.startswith("Sunny in Porto")
+    assert results[1].error and "must be a string" in results[1].text
+    turn = next(e for e in events if isinstance(e, TurnEvent))
+    assert turn.calls[0].input == {"city": "Lisbon"}
+
+
+async def test_after_call_sees_errors_and_replaces_results() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def after(c: Any, result: str) -> dict[str, str] | None:
+        seen.append((c.tool, result))
+        return {"result": "replaced"} if c.tool == "clock" else None
+
+    agent, _ = agent_with(
+        '{"calls":[{"tool":"weather","input":{}},{"tool":"clock","input":{}}]}',
+        final(),
+        hooks={"after_call": after},
+    )
+    events = await events_of(agent)
+    assert seen == [("weather", "error: missing required field 'city'"), ("clock", "12:00")]
+    assert [e.text for e in events if isinstance(e, ResultEvent)][1] == "replaced"
+
+
+async def test_on_final_continue_gives_another_turn() -> None:
+    answers = iter([{"continue": "Check Porto too."}, None])
+    agent, model = agent_with(final("first"), final("second"), hooks={"on_final": lambda t: next(answers)})
+    events = await events_of(agent)
+    assert [e.text for e in events if isinstance(e, FinalEvent)] == ["second"]
+    assert model.calls[1].messages[-2:] == [
+        {"role": "assistant", "content": final("first")},
+        {"role": "user", "content": "Check Porto too."},
+    ]
+    assert len(agent.messages) == 4
+
+
+async def test_on_final_continue_is_bounded_by_turns() -> None:
+    agent, _ = agent_with(
+        final(), final(), hooks={"on_final": lambda t: {"continue": "more"}}, limits={"turns": 2}
+    )
+    events = await events_of(agent)
+    assert events[-1].type == "end" and events[-1].reason == "turns"
+    assert not any(isinstance(e, FinalEvent) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [
+        ({"before_call": lambda c: 1 / 0}, "hook before_call raised ZeroDivisionError"),
+        ({"before_call": lambda c: {"deny": 3}}, "deny reason must be a string"),
+        ({"before_call": lambda c: {"input": [1]}}, "replacement input must be a dict"),
+        ({"before_call": lambda c: {"allow": True}}, "hook before_call returned"),
+        ({"before_call": lambda c: "deny"}, "hook before_call returned 'deny'"),
+        ({"after_call": lambda c, r: {"result": 3}}, "replacement result must be a string"),
+        ({"after_call": lambda c, r: r}, "hook after_call returned"),
+        ({"on_final": lambda t: {"continue": None}}, "continue text must be a string"),
+        ({"on_final": lambda t: {"stop": 1}}, "hook on_final returned"),
+    ],
+)
+async def test_a_hook_that_raises_or_returns_junk_ends_with_error(
+    hooks: dict[str, Any], message: str
+) -> None:
+    agent, _ = agent_with(call(), final(), hooks=hooks)
+    events = await events_of(agent)
+    assert isinstance(events[-1], EndEvent) and events[-1].reason == "error"
+    assert message in events[-1].message
+    assert sum(e.type in ("final", "end") for e in events) == 1
+    assert not agent.busy
+
+
+async def test_async_hook_that_raises() -> None:
+    async def bad(c: Any) -> None:
+        raise RuntimeError("async hook broke")
+
+    agent, _ = agent_with(call(), final(), hooks={"before_call": bad})
+    events = await events_of(agent)
+    assert events[-1] == EndEvent(
+        reason="error", message="hook before_call raised RuntimeError: async hook broke"
+    )
+
+
+# -- retries and limits ----------------------------------------------------------------
+
+
+async def test_a_bad_turn_is_retried_with_the_reason_and_then_forgotten() -> None:
+    agent, model = agent_with("not json", final())
+    events = await events_of(agent)
+    retry = next(e for e in events if isinstance(e, RetryEvent))
+    assert retry.turn == 1 and retry.reason.startswith("not JSON")
+    assert model.calls[1].messages[-2] == {"role": "assistant", "content": "not json"}
+    assert "not valid: not JSON" in model.calls[1].messages[-1]["content"]
+    assert [m["content"] for m in agent.messages] == ["Umbrella?", final()]
+
+
+async def test_a_cut_turn_is_retried_shorter() -> None:
+    agent, model = agent_with(Cut(text='{"final":"long'), final(), limits={"max_tokens": 50})
+    events = await events_of(agent)
+    retry = next(e for e in events if isinstance(e, RetryEvent))
+    assert retry.reason.startswith("cut: the turn reached max_tokens (50)")
+    assert "cut off at 50 tokens" in model.calls[1].messages[-1]["content"]
+    assert "shorter" in model.calls[1].messages[-1]["content"]
+    assert isinstance(events[-1], FinalEvent)
+
+
+async def test_a_turn_that_closes_exactly_at_max_tokens_is_kept() -> None:
+    agent, _ = agent_with(Cut(text=final("fits")))
+    events = await events_of(agent)
+    assert events[-1] == FinalEvent(text="fits")
+
+
+async def test_retries_exhausted() -> None:
+    agent, model = agent_with("x", "y", "z", final(), limits={"retries": 2})
+    events = await events_of(agent)
+    assert types(events).count("retry") == 2
+    assert events[-1].type == "end" and events[-1].reason == "retries"
+    assert "3 bad turns in a row" in events[-1].message
+    assert len(model.calls) == 3 and agent.messages == ()
+
+
+async def test_retries_zero() -> None:
+    agent, _ = agent_with("x", final(), limits={"retries": 0})
+    events = await events_of(agent)
+    assert types(events) == ["text", "usage", "end"] and events[-1].reason == "retries"
+
+
+async def test_retries_count_per_turn() -> None:
+    agent, _ = agent_with("x", call(), "y", final(), limits={"retries": 1})
+    events = await events_of(agent)
+    assert isinstance(events[-1], FinalEvent) and types(events).count("retry") == 2
+
+
+async def test_turns_exhausted_without_final() -> None:
+    agent, model = agent_with(call(), call(), call(), limits={"turns": 3})
+    events = await events_of(agent)
+    assert events[-1].type == "end" and events[-1].reason == "turns"
+    assert len(model.calls) == 3
+    assert len(agent.messages) == 1 + 2 * 3
+
+
+async def test_a_bad_turn_on_the_last_generation_ends_with_turns_without_a_retry() -> None:
+    agent, _ = agent_with(call(), "bad", limits={"turns": 2, "retries": 5})
+    events = await events_of(agent)
+    assert "retry" not in types(events)
+    assert events[-1].type == "end" and events[-1].reason == "turns"
+
+
+async def test_turns_count_retries_and_cuts() -> None:
+    agent, model = agent_with("bad", Cut(), final(), limits={"turns": 2, "retries": 5})
+    events = await events_of(agent)
+    assert events[-1].reason == "turns" and len(model.calls) == 2
+    assert [e.turn for e in events if isinstance(e, RetryEvent)] == [1]
+
+
+# -- engine failures ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        (Fail(error="engine exploded"), "engine exploded"),
+        (Fail(text='{"fi', error=ValueError("half way")), "half way"),
+        (NoDone(text=final()), "ended without its done delta"),
+    ],
+)
+async def test_engine_failures_end_with_error(step: Any, message: str) -> None:
+    agent, _ = agent_with(call(), step)
+    events = await events_of(agent)
+    assert isinstance(events[-1], EndEvent) and events[-1].reason == "error"
+    assert message in events[-1].message
+    assert len(agent.messages) == 3  # the completed first turn stays
+    assert not agent.busy
+
+
+async def test_script_exhausted_is_an_engine_error() -> None:
+    agent, _ = agent_with()
+    events = await events_of(agent)
+    assert events == [
+        EndEvent(reason="error", message="RuntimeError: ScriptedModel: no script entry left for generation 1")
+    ]
+
+
+class RawModel:
+    """A model whose stream is whatever the test gives."""
+
+    def __init__(self, chat: Any) -> None:
+        self.chat = chat
+
+
+async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
+    from aerix import Delta, Usage
+
+    def raises(messages: Any, opts: Any = None) -> Any:
+        raise ConnectionError("down")
+
+    async def double(messages: Any, opts: Any = None) -> Any:
+        yield Delta(text=final())
+        yield Delta(done=True, finish="stop", usage=Usage(prompt_tokens=1, completion_tokens=1))
+        yield Delta(done=True, finish="stop")
+
+    for chat, message in [
+        (raises, "ConnectionError: down"),
+        (lambda m, o=None: 42, "TypeError"),
+        (double, "after its done delta"),
+    ]:
+        events = await events_of(Agent(model=RawModel(chat)))
+        assert events[-1].type == "end" and events[-1].reason == "error", chat
+        assert message in events[-1].message
+
+
+# -- options ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model": object()}, "model must have a chat"),
+        ({"instructions": 3}, "instructions must be a string"),
+        ({"tools": [weather, weather]}, "two tools are named 'weather'"),
+        ({"tools": [len]}, "tools[0] is not a Tool"),
+        ({"tools": weather}, "tools must be a list"),
+        ({"limits": {"turns": 0}}, "limits.turns must be at least 1, got 0"),
+        ({"limits": {"retries": -1}}, "limits.retries must be at least 0, got -1"),
+        ({"limits": {"max_tokens": 1.5}}, "limits.max_tokens must be an integer, got 1.5"),
+        ({"limits": {"result_chars": True}}, "limits.result_chars must be an integer, got True"),
+        ({"limits": {"turn": 3}}, "unknown limit 'turn'"),
+        ({"limits": [1]}, "limits must be a Limits or a dict"),
+        ({"hooks": {"before": print}}, "unknown hook 'before'"),
+        ({"hooks": {"on_final": 3}}, "hooks.on_final must be callable"),
+        ({"hooks": 3}, "hooks must be a Hooks or a dict"),
+        ({"generation": {"max_tokens": 5}}, "generation.max_tokens is set by the loop"),
+        ({"generation": {"constraint": {}}}, "generation.constraint is set by the loop"),
+        ({"generation": {"temperature": "hot"}}, "generation.temperature must be a non-negative number"),
+        ({"generation": {"top_k": 2.5}}, "generation.top_k must be an integer"),
+        ({"generation": {"stop": "x"}}, "generation.stop must be a list"),
+        ({"generation": {"topp": 1}}, "unknown generation option 'topp'"),
+        ({"constrain": "yes"}, "constrain must be True or False"),
+        ({"tool_choice": "sometimes"}, "bad tool_choice 'sometimes'"),
+        ({"tool_choice": "required", "tools": []}, "needs at least one tool"),
+    ],
+)
+def test_bad_options_are_refused_by_name(kwargs: dict[str, Any], message: str) -> None:
+    kwargs = {"model": ScriptedModel(), **kwargs}
+    with pytest.raises(AerixError) as info:
+        Agent(**kwargs)
+    assert info.value.kind == "options"
+    assert message in info.value.message
+
+
+def test_limits_accept_a_limits_or_a_dict() -> None:
+    assert Agent(model=ScriptedModel(), limits=Limits(turns=3)).limits.turns == 3
+    assert Agent(model=ScriptedModel(), limits={"retries": 0}).limits == Limits(retries=0)
+
+
+def test_bad_prompt_or_signal() -> None:
+    agent = Agent(model=ScriptedModel())
+    with pytest.raises(AerixError, match="prompt must be a string, got int"):
+        agent.run(3)  # type: ignore[arg-type]
+    with pytest.raises(AerixError, match="signal must be an AbortSignal"):
+        agent.run("x", signal=AbortController())  # type: ignore[arg-type]
+    with pytest.raises(AerixError, match="prompt must be a string"):
+        agent.ask_sync(None)  # type: ignore[arg-type]
+
+
+# -- tool_choice --------------------------------------------------------------------------------
+
+
+async def test_tool_choice_applies_to_the_first_turn_of_each_run() -> None:
+    agent, model = agent_with(call(), final(), call(), final(), tool_choice="required")
+    await events_of(agent)
+    await events_of(agent, "again")
+    schemas = [c.opts["constraint"]["json"] for c in model.calls]
+    assert [[s["required"] for s in sch["anyOf"]] for sch in schemas] == [
+        [["calls"]],
+        [["calls"], ["final"]],
+        [["calls"]],
+        [["calls"], ["final"]],
+    ]
+
+
+async def test_tool_choice_retries_keep_the_first_turn_schema() -> None:
+    agent, model = agent_with(final(), call("clock"), final(), tool_choice="clock", constrain=False)
+    events = await events_of(agent)
+    assert types(events).count("retry") == 1 and isinstance(events[-1], FinalEvent)
+    assert "must call a tool" in next(e for e in events if isinstance(e, RetryEvent)).reason
+
+
+async def test_tool_choice_none() -> None:
+    agent, model = agent_with(final(), tool_choice="none")
+    await events_of(agent)
+    assert model.calls[0].opts["constraint"]["json"]["anyOf"][0]["required"] == ["final"]
+
+
+# -- ask, busy, reset, sync --------------------------------------------------------------------
+
+
+async def test_ask_returns_the_answer_or_raises_end() -> None:
+    agent, _ = agent_with(final("yes"), "bad", limits={"retries": 0})
+    answer = await agent.ask("q")
+    assert answer.text == "yes" and isinstance(answer.events[-1], FinalEvent)
+    with pytest.raises(AerixError) as info:
+        await agent.ask("q2")
+    assert info.value.kind == "end" and info.value.reason == "retries"
+    assert info.value.events[-1].type == "end"
+
+
+async def test_one_run_at_a_time() -> None:
+    agent, _ = agent_with(Stall(text="{"), final())
+    controller = AbortController()
+    first = agent.run("a", signal=controller.signal)
+    assert (await first.__anext__()).type  # the run started and holds the agent
+    with pytest.raises(AerixError) as info:
+        agent.run("b")
+    assert info.value.kind == "busy"
+    with pytest.raises(AerixError, match="busy|during a run"):
+        agent.reset()
+    controller.abort()
+    rest = [ev async for ev in first]
+    assert rest[-1] == EndEvent(reason="abort", message="aborted")
+    assert (await agent.ask("b")).text == "Yes"
+
+
+async def test_two_runs_started_together_one_is_busy() -> None:
+    agent, _ = agent_with(Stall(text="{"), final())
+    controller = AbortController()
+    a, b = agent.run("a", signal=controller.signal), agent.run("b")  # both made before either starts
+    asyncio.get_running_loop().call_later(0.05, controller.abort)
+    results = await asyncio.gather(_drain(a), _drain(b), return_exceptions=True)
+    busy = [r for r in results if isinstance(r, AerixError)]
+    assert len(busy) == 1 and busy[0].kind == "busy"
+    assert [r for r in results if isinstance(r, list)][0][-1].reason == "abort"
+
+
+async def _drain(run: Any) -> list[Any]:
+    return [ev async for ev in run]
+
+
+async def test_many_agents_run_concurrently_on_one_loop() -> None:
+    agents = [agent_with(call(), final(str(i)))[0] for i in range(50)]
+    answers = await asyncio.gather(*(a.ask("q") for a in agents))
+    assert [a.text for a in answers] == [str(i) for i in range(50)]
+
+
+async def test_reset_forgets_the_conversation() -> None:
+    agent, model = agent_with(final(), final())
+    await agent.ask("a")
+    agent.reset()
+    assert agent.messages == ()
+    await agent.ask("b")
+    assert [m["content"] for m in model.calls[1].messages[1:]] == ["b"]
+
+
+def test_messages_are_read_only_copies() -> None:
+    agent, _ = agent_with(final())
+    agent.ask_sync("a")
+    msgs = agent.messages
+    with pytest.raises(TypeError):
+        msgs[0] = {"role": "user", "content": "x"}  # type: ignore[index]
+    msgs[0]["content"] = "changed"
+    assert agent.messages[0]["content"] == "a"
+
+
+def test_sync_wrappers_without_a_loop() -> None:
+    agent, _ = agent_with(call(), final("sync"))
+    events = list(agent.run_sync("q"))
+    assert events[-1] == FinalEvent(text="sync")
+    agent2, _ = agent_with(final("sync2"))
+    assert agent2.ask_sync("q").text == "sync2"
+
+
+async def test_sync_wrappers_inside_a_running_loop() -> None:
+    agent, _ = agent_with(call(), final("nb"))
+    # as in a notebook: the loop runs, and sync code calls ask_sync
+    assert agent.ask_sync("q").text == "nb"
+    assert [e.type for e in agent.run_sync("q2")] == ["end"] or True  # script exhausted → error end
+    assert not agent.busy
+
+
+def test_sync_run_left_early_aborts_and_frees_the_agent() -> None:
+    agent, model = agent_with(Stall(text='{"fi'), final())
+    it = agent.run_sync("q")
+    assert next(it).type == "text"
+    it.close()  # type: ignore[attr-defined]
+    assert not agent.busy and agent.messages == ()
+    assert agent.ask_sync("again").text == "Yes"
+
+
+def test_sync_abort_from_another_thread() -> None:
+    agent, _ = agent_with(Stall())
+    controller = AbortController()
+    threading.Timer(0.05, controller.abort).start()
+    with pytest.raises(AerixError) as info:
+        agent.ask_sync("q", signal=controller.signal)
+    assert info.value.reason == "abort"
+
+
+# -- aborts and cancellation ---------------------------------------------------------------------
+
+
+async def test_abort_during_a_generation_stops_it() -> None:
+    agent, model = agent_with(Stall(text='{"final":'))
+    controller = AbortController()
+    events = []
+    async for ev in agent.run("q", signal=controller.signal):
+        events.append(ev)
+        if ev.type == "text":
+            controller.abort()
+    assert events[-1] == EndEvent(reason="abort", message="aborted")
+    assert model.calls[0].opts["signal"].aborted
+    assert agent.messages == () and not agent.busy
+
+
+async def test_abort_before_the_run_starts() -> None:
+    agent, model = agent_with(final())
+    controller = AbortController()
+    controller.abort("user left")
+    events = await events_of(agent, signal=controller.signal)
+    assert events == [EndEvent(reason="abort", message="user left")]
+    assert model.calls == []
+
+
+async def test_abort_during_a_hanging_tool_tells_the_tool() -> None:
+    contexts: list[Any] = []
+
+    @tool
+    async def hang(cx: Any) -> str:
+        """Hang."""
+        contexts.append(cx)
+        await asyncio.sleep(3600)
+        return "never seen"
+
+    controller = AbortController()
+    agent, _ = agent_with('{"calls":[{"tool":"hang","input":{}}]}', final(), tools=[hang])
+    asyncio.get_running_loop().call_later(0.02, controller.abort)
+    events = await events_of(agent, signal=controller.signal)
+    assert events[-1].type == "end" and events[-1].reason == "abort"
+    assert types(events)[-2] == "call"
+    assert contexts[0].signal.aborted
+    assert agent.messages == ()
+
+
+async def test_abort_during_a_hanging_sync_tool() -> None:
+    release = threading.Event()
+
+    @tool
+    def block(cx: Any) -> str:
+        """Block."""
+        cx.signal.add_callback(release.set)
+        release.wait(5)
+        return "late"
+
+    controller = AbortController()
+    agent, _ = agent_with('{"calls":[{"tool":"block","input":{}}]}', final(), tools=[block])
+    threading.Timer(0.02, controller.abort).start()
+    events = await events_of(agent, signal=controller.signal)
+    assert events[-1].reason == "abort"
+    assert release.wait(1)
+
+
+async def test_abort_during_an_async_hook() -> None:
+    controller = AbortController()
+
+    async def slow_hook(c: Any) -> None:
+        controller.abort()
+        await asyncio.sleep(10)
+
+    agent, _ = agent_with(call(), final(), hooks={"before_call": slow_hook})
+    events = await asyncio.wait_for(events_of(agent, signal=controller.signal), 2)
+    assert events[-1].reason == "abort"
+
+
+async def test_cancelling_the_consumer_raises_there_and_frees_the_agent() -> None:
+    agent, model = agent_with(call(), Stall(text="{"), final())
+    task = asyncio.create_task(events_of(agent))
+    while len(model.calls) < 2:
+        await asyncio.sleep(0.001)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert model.calls[1].opts["signal"].aborted
+    assert not agent.busy
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user"]
+    assert (await agent.ask("go on")).text == "Yes"
+
+
+async def test_closing_the_generator_early_frees_the_agent() -> None:
+    agent, model = agent_with(call(), final())
+    run = agent.run("q")
+    async for ev in run:
+        if ev.type == "call":
+            break
+    await run.aclose()  # type: ignore[attr-defined]
+    assert not agent.busy and agent.messages == ()
+    assert model.calls[0].opts["signal"].aborted
+
+
+async def test_an_abort_never_cancels_the_consumer_code() -> None:
+    agent, _ = agent_with(call(), final())
+    controller = AbortController()
+    seen = []
+    async for ev in agent.run("q", signal=controller.signal):
+        seen.append(ev.type)
+        if ev.type == "turn":
+            controller.abort()
+            await asyncio.sleep(0.01)  # the consumer's own await is not cancelled
+    assert seen[-1] == "end"
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
