@@ -27,6 +27,7 @@ from aerix import (
     tool,
 )
 from aerix.testing import Cut, Fail, NoDone, ScriptedModel, Stall
+from aerix.turn import turn_schema
 
 
 def call(tool_name: str = "weather", **input: Any) -> str:
@@ -74,8 +75,8 @@ async def test_every_generation_gets_the_schema_and_the_limits() -> None:
     )
     await events_of(agent)
     assert len(model.calls) == 3
-    for c in model.calls:
-        assert c.opts["constraint"] == {"json": agent._schemas["auto"]}
+    for i, c in enumerate(model.calls):
+        assert c.opts["constraint"] == {"json": turn_schema([weather, clock], short=i == 2)}
         assert c.opts["max_tokens"] == 64 and c.opts["temperature"] == 0
         assert c.opts["signal"] is not None
         assert c.messages[0] == {"role": "system", "content": agent.system}
@@ -353,6 +354,9 @@ async def test_a_cut_turn_is_retried_shorter() -> None:
     assert retry.reason.startswith("cut: the turn reached max_tokens (50)")
     assert "cut off at 50 tokens" in model.calls[1].messages[-1]["content"]
     assert "shorter" in model.calls[1].messages[-1]["content"]
+    short = model.calls[1].opts["constraint"]["json"]["anyOf"]
+    assert short[0]["properties"]["calls"]["maxItems"] == 1
+    assert "thought" not in short[0]["properties"] and "thought" not in short[1]["properties"]
     assert isinstance(events[-1], FinalEvent)
 
 

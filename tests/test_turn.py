@@ -38,6 +38,10 @@ def test_turn_schema_tool_choice_golden(choice: str, golden) -> None:  # type: i
     golden(f"schema_many_{choice}.json", json.dumps(schema, indent=2) + "\n")
 
 
+def test_short_schema_golden(golden) -> None:  # type: ignore[no-untyped-def]
+    golden("schema_many_short.json", json.dumps(turn_schema(TOOL_SETS["many"], short=True), indent=2) + "\n")
+
+
 def test_results_message_golden(golden) -> None:  # type: ignore[no-untyped-def]
     text = render_results(
         [("call_1", "weather", "Sunny in Lisbon, 21°c"), ("call_2", "clock", "error: boom")], dropped=2

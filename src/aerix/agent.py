@@ -171,7 +171,11 @@ class Agent:
             "role": "system",
             "content": render_system(instructions, self._tool_list),
         }
-        self._schemas = {c: turn_schema(self._tool_list, c) for c in {"auto", self._tool_choice}}
+        self._schemas = {
+            (c, short): turn_schema(self._tool_list, c, short=short)
+            for c in {"auto", self._tool_choice}
+            for short in (False, True)
+        }
         self._messages: list[ChatMessage] = []
         self._next_id = 0
         self._busy = False
@@ -296,7 +300,7 @@ class Agent:
         limits, tools = self._limits, self._tools
         pending: list[ChatMessage] = [{"role": "user", "content": prompt}]
         retry: list[ChatMessage] = []
-        generation, failures, choice = 0, 0, self._tool_choice
+        generation, failures, choice, short = 0, 0, self._tool_choice, False
         ending: FinalEvent | EndEvent
         try:
             try:
@@ -313,7 +317,7 @@ class Agent:
                     opts["max_tokens"] = limits.max_tokens
                     opts["signal"] = signal
                     if self._constrain:
-                        opts["constraint"] = {"json": self._schemas[choice]}
+                        opts["constraint"] = {"json": self._schemas[choice, short]}
                     stream = self._model.chat([self._system, *self._messages, *pending, *retry], opts)
                     parts: list[str] = []
                     done: Delta | None = None
@@ -366,6 +370,7 @@ class Agent:
                             )
                             break
                         failures += 1
+                        short = short or cut
                         retry = [
                             {"role": "assistant", "content": text},
                             {
@@ -377,7 +382,7 @@ class Agent:
                         yield RetryEvent(turn=generation, reason=reason)
                         guard.arm()
                         continue
-                    failures, retry, choice = 0, [], "auto"
+                    failures, retry, choice, short = 0, [], "auto", False
 
                     if turn.final is not None:
                         more = None

@@ -85,49 +85,49 @@ def _call_schema(t: Tool) -> dict[str, Any]:
     }
 
 
-def calls_shape(tools: Sequence[Tool]) -> dict[str, Any]:
+def calls_shape(tools: Sequence[Tool], *, max_calls: int = MAX_CALLS, thought: bool = True) -> dict[str, Any]:
     """The calls shape of a turn, calling any of `tools`."""
     items = [_call_schema(t) for t in tools]
-    return {
-        "type": "object",
-        "properties": {
-            "calls": {
-                "type": "array",
-                "items": items[0] if len(items) == 1 else {"anyOf": items},
-                "minItems": 1,
-                "maxItems": MAX_CALLS,
-            },
-            "thought": _THOUGHT,
+    properties: dict[str, Any] = {
+        "calls": {
+            "type": "array",
+            "items": items[0] if len(items) == 1 else {"anyOf": items},
+            "minItems": 1,
+            "maxItems": max_calls,
         },
-        "required": ["calls"],
-        "additionalProperties": False,
     }
+    if thought:
+        properties["thought"] = _THOUGHT
+    return {"type": "object", "properties": properties, "required": ["calls"], "additionalProperties": False}
 
 
-FINAL_SHAPE: dict[str, Any] = {
-    "type": "object",
-    "properties": {"final": {"type": "string"}, "thought": _THOUGHT},
-    "required": ["final"],
-    "additionalProperties": False,
-}
+def final_shape(*, thought: bool = True) -> dict[str, Any]:
+    """The final shape of a turn."""
+    properties: dict[str, Any] = {"final": {"type": "string"}}
+    if thought:
+        properties["thought"] = _THOUGHT
+    return {"type": "object", "properties": properties, "required": ["final"], "additionalProperties": False}
 
 
-def turn_schema(tools: Sequence[Tool], tool_choice: str = "auto") -> dict[str, Any]:
+def turn_schema(tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool = False) -> dict[str, Any]:
     """The JSON Schema of one turn: the calls shape, the final shape, or both.
 
     Args:
         tools: The agent's tools; with none, only a final is possible.
         tool_choice: `"auto"` (either shape), `"required"` (calls only),
             `"none"` (final only) or a tool's name (calls of that tool only).
+        short: The schema of a retry after a cut turn: one call at most and
+            no thought, so the turn closes sooner.
     """
+    calls = {"max_calls": 1, "thought": False} if short else {}
     if tool_choice == "none" or not tools:
-        shapes = [FINAL_SHAPE]
+        shapes = [final_shape(thought=not short)]
     elif tool_choice == "auto":
-        shapes = [calls_shape(tools), FINAL_SHAPE]
+        shapes = [calls_shape(tools, **calls), final_shape(thought=not short)]
     elif tool_choice == "required":
-        shapes = [calls_shape(tools)]
+        shapes = [calls_shape(tools, **calls)]
     else:
-        shapes = [calls_shape([t for t in tools if t.name == tool_choice])]
+        shapes = [calls_shape([t for t in tools if t.name == tool_choice], **calls)]
     return {"anyOf": shapes}
 
 
@@ -242,6 +242,6 @@ def render_retry(reason: str, *, cut: bool, max_tokens: int) -> str:
     if cut:
         return (
             f"Your last turn was cut off at {max_tokens} tokens before its JSON closed. "
-            "Answer again with a shorter turn: one JSON object."
+            "Answer again with a shorter turn: one JSON object, at most one call, no thought."
         )
     return f"Your last turn was not valid: {reason}. Answer again with one JSON object."

@@ -1,0 +1,82 @@
+"""AbortController / AbortSignal: thread-safe, awaitable, callbacks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from aerix import AbortController
+
+
+def test_abort_once_with_reason() -> None:
+    c = AbortController()
+    assert not c.signal.aborted and c.signal.reason is None
+    c.abort("first")
+    c.abort("second")
+    assert c.signal.aborted and c.signal.reason == "first"
+
+
+def test_default_reason() -> None:
+    c = AbortController()
+    c.abort()
+    assert c.signal.reason == "aborted"
+
+
+def test_callbacks_run_once_and_can_be_removed() -> None:
+    c = AbortController()
+    calls: list[str] = []
+    c.signal.add_callback(lambda: calls.append("a"))
+    remove = c.signal.add_callback(lambda: calls.append("b"))
+    remove()
+    remove()
+    c.abort()
+    c.abort()
+    c.signal.add_callback(lambda: calls.append("late"))  # already aborted: at once
+    assert calls == ["a", "late"]
+
+
+async def test_await_the_signal_from_another_thread() -> None:
+    c = AbortController()
+    threading.Timer(0.01, c.abort).start()
+    await asyncio.wait_for(c.signal.wait(), 2)
+    await asyncio.wait_for(c.signal, 1)  # awaitable directly, at once when aborted
+    assert c.signal.aborted
+
+
+async def test_a_cancelled_wait_leaves_no_callback_behind() -> None:
+    c = AbortController()
+    task = asyncio.create_task(c.signal.wait())
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert c.signal._callbacks == []
+
+
+def test_follow_links_controllers() -> None:
+    parent, child = AbortController(), AbortController()
+    stop = child.follow(parent.signal)
+    parent.abort("up")
+    assert child.signal.aborted and child.signal.reason == "up"
+    other = AbortController()
+    stop = other.follow(AbortController().signal)
+    stop()
+    assert child.follow(None)() is None
+
+
+def test_concurrent_aborts_fire_callbacks_once() -> None:
+    c = AbortController()
+    hits: list[int] = []
+    lock = threading.Lock()
+
+    def hit() -> None:
+        with lock:
+            hits.append(1)
+
+    for _ in range(50):
+        c.signal.add_callback(hit)
+    threads = [threading.Thread(target=c.abort) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(hits) == 50

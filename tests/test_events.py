@@ -1,0 +1,61 @@
+"""Events: frozen, typed, matchable, and plain JSON through to_dict()."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from aerix import (
+    Call,
+    CallEvent,
+    EndEvent,
+    FinalEvent,
+    ResultEvent,
+    RetryEvent,
+    TextEvent,
+    TurnEvent,
+    UsageEvent,
+)
+
+EVENTS = [
+    TextEvent(text="{"),
+    UsageEvent(prompt_tokens=10, completion_tokens=2, cached_tokens=8),
+    TurnEvent(turn=1, calls=(Call(id="call_1", tool="t", input={"a": 1}),), thought="hm"),
+    CallEvent(id="call_1", tool="t", input={"a": 1}),
+    ResultEvent(id="call_1", tool="t", text="ok", error=False),
+    RetryEvent(turn=2, reason="not JSON"),
+    FinalEvent(text="done", thought=None),
+    EndEvent(reason="abort", message="aborted"),
+]
+
+
+@pytest.mark.parametrize("ev", EVENTS, ids=lambda e: e.type)
+def test_to_dict_is_plain_json_with_the_type(ev: object) -> None:
+    d = ev.to_dict()  # type: ignore[attr-defined]
+    assert d["type"] == ev.type  # type: ignore[attr-defined]
+    assert json.loads(json.dumps(d)) == d
+    fields = {f.name for f in dataclasses.fields(ev)}  # type: ignore[arg-type]
+    assert set(d) == fields
+
+
+@pytest.mark.parametrize("ev", EVENTS, ids=lambda e: e.type)
+def test_events_are_frozen(ev: object) -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ev.type = "x"  # type: ignore[attr-defined]
+
+
+def test_types_and_match() -> None:
+    assert [e.type for e in EVENTS] == ["text", "usage", "turn", "call", "result", "retry", "final", "end"]
+    match EVENTS[-1]:
+        case EndEvent(reason="abort", message=m):
+            assert m == "aborted"
+        case _:
+            pytest.fail("no match")
+    assert EVENTS[2].to_dict()["calls"] == [{"id": "call_1", "tool": "t", "input": {"a": 1}}]
+
+
+def test_type_cannot_be_passed() -> None:
+    with pytest.raises(TypeError):
+        FinalEvent(type="end", text="x")  # type: ignore[call-arg]
