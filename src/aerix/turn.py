@@ -119,15 +119,16 @@ def turn_schema(tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool
         short: The schema of a retry after a cut turn: one call at most and
             no thought, so the turn closes sooner.
     """
-    calls = {"max_calls": 1, "thought": False} if short else {}
+    max_calls = 1 if short else MAX_CALLS
     if tool_choice == "none" or not tools:
         shapes = [final_shape(thought=not short)]
     elif tool_choice == "auto":
-        shapes = [calls_shape(tools, **calls), final_shape(thought=not short)]
+        shapes = [calls_shape(tools, max_calls=max_calls, thought=not short), final_shape(thought=not short)]
     elif tool_choice == "required":
-        shapes = [calls_shape(tools, **calls)]
+        shapes = [calls_shape(tools, max_calls=max_calls, thought=not short)]
     else:
-        shapes = [calls_shape([t for t in tools if t.name == tool_choice], **calls)]
+        chosen = [t for t in tools if t.name == tool_choice]
+        shapes = [calls_shape(chosen, max_calls=max_calls, thought=not short)]
     return {"anyOf": shapes}
 
 
