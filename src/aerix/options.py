@@ -40,7 +40,7 @@ def _bad(message: str) -> AerixError:
     return AerixError("options", message)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Limits:
     """Named bounds on a run. Each is a positive integer (`retries` may be 0)."""
 
@@ -81,7 +81,7 @@ class Limits:
 HookFn: TypeAlias = Callable[..., Any | Awaitable[Any]]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Hooks:
     """Optional callbacks, sync or async, that steer a run.
 

@@ -21,6 +21,8 @@ __all__ = [
     "ChunkInfo",
     "SseDecoder",
     "SseEvent",
+    "error_message",
+    "excerpt",
     "finish_reason",
     "parse_chunk",
 ]

@@ -3,8 +3,8 @@
 Any server that speaks `POST /v1/chat/completions` with streaming works: vLLM,
 SGLang, llama.cpp's `llama-server`, `llama-cpp-python`'s server, Ollama,
 OpenAI. Each `chat` call streams one generation (server-sent events) into
-`Delta`s. One `httpx.AsyncClient` (one connection pool) is shared by every
-call made on the same event loop, so many agents on one loop share
+`Delta`s. The calls made on one event loop share that loop's pool of
+keep-alive connections (see `_lanes.py`), so many agents on one loop share
 connections to the server.
 
 Every failure is an `EngineError` raised from the `chat` iterator, naming the
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import ssl
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -31,39 +31,23 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, GenerateOptions, Usage
 from ._chat_request import DIALECTS, Dialect, build_body
-from ._sse import (
-    DONE,
-    ChunkError,
-    SseDecoder,
-    SseEvent,
-    error_message,
-    excerpt,
-    finish_reason,
-    parse_chunk,
+from ._failures import (
+    RETRY_STATUS,
+    EngineError,
+    attempts,
+    connect_cause,
+    describe,
+    read_error_detail,
+    retry_delay,
+    status_cause,
 )
+from ._lanes import Lanes
+from ._sse import DONE, ChunkError, SseDecoder, SseEvent, excerpt, finish_reason, parse_chunk
 
 __all__ = ["Dialect", "EngineError", "OpenAICompatible"]
 
-_RETRY_STATUS = frozenset({429, 502, 503, 504})
-_MAX_BACKOFF = 10.0
-"""Seconds: the longest wait between two attempts, whatever `Retry-After` asks."""
-
-
-class EngineError(Exception):
-    """A generation failed: the server is unreachable, refused, stalled or broke its stream.
-
-    Args:
-        base_url: The server's base URL.
-        cause: What went wrong, and what to do about it.
-    """
-
-    base_url: str
-    cause: str
-
-    def __init__(self, base_url: str, cause: str) -> None:
-        super().__init__(f"server {base_url}: {cause}")
-        self.base_url = base_url
-        self.cause = cause
+EventHook: TypeAlias = Callable[..., Any]
+"""An httpx event hook: an async function of the `httpx.Request` (or `httpx.Response`)."""
 
 
 class _Aborted:
@@ -71,6 +55,8 @@ class _Aborted:
 
 
 _ABORTED = _Aborted()
+_ABORTED_DONE = Delta(done=True, finish="stop")
+"""The done delta of an aborted generation."""
 _Item: TypeAlias = Delta | EngineError | _Aborted
 
 
@@ -91,7 +77,7 @@ class OpenAICompatible:
         dialect: How the JSON constraint is sent: `"json_schema"` (vLLM, SGLang,
             `llama-server`, Ollama, OpenAI; the default), `"json_object"`
             (`llama-cpp-python`'s server) or `"none"` (not sent; parse-and-retry
-            only). See `aerix.engines._chat_request.Dialect`.
+            only).
         connect_timeout: Seconds to open a connection.
         read_timeout: Seconds to wait for the response headers, and then for
             each piece of the stream; a server silent for longer is an error.
@@ -101,12 +87,16 @@ class OpenAICompatible:
             (a longer `Retry-After` wins, up to 10 s).
         max_connections: Connections open to the server at once, per event loop;
             more concurrent generations wait for a free one.
-        max_keepalive_connections: Idle connections kept open for reuse.
+        max_keepalive_connections: Idle connections kept open for reuse, per
+            event loop (default: `max_connections`).
         headers: Extra HTTP headers on every request.
         extra_body: Extra request fields merged into every body (they win over
             aerix's own), e.g. `{"chat_template_kwargs": {...}}` for vLLM.
-        http_client: Use this client instead of one per event loop; aerix then
-            never closes it. Its own timeouts and limits apply.
+        event_hooks: httpx event hooks (`{"request": [...], "response": [...]}`)
+            on every request, e.g. to log or trace them.
+        http_client: Send every request with this client instead of aerix's
+            own connections; aerix never closes it, and its own timeouts,
+            limits and event hooks apply (not the options above).
     """
 
     def __init__(
@@ -121,57 +111,42 @@ class OpenAICompatible:
         retries: int = 2,
         backoff: float = 0.5,
         max_connections: int = 256,
-        max_keepalive_connections: int = 64,
+        max_keepalive_connections: int | None = None,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        event_hooks: Mapping[str, Sequence[EventHook]] | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise AerixError(
-                "options",
-                f"base_url must be an http:// or https:// URL such as 'http://127.0.0.1:8000/v1', "
-                f"got {base_url!r}",
-            )
-        if not isinstance(model, str) or not model:
-            raise AerixError("options", f"model must be the server's model name, got {model!r}")
-        if dialect not in DIALECTS:
-            raise AerixError(
-                "options",
-                f"dialect must be one of {', '.join(map(repr, DIALECTS))}, got {dialect!r}",
-            )
-        for name, value in (
-            ("connect_timeout", connect_timeout),
-            ("read_timeout", read_timeout),
-            ("backoff", backoff),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise AerixError("options", f"{name} must be a number of seconds >= 0, got {value!r}")
-        for name, count, low in (
-            ("retries", retries, 0),
-            ("max_connections", max_connections, 1),
-            ("max_keepalive_connections", max_keepalive_connections, 0),
-        ):
-            if isinstance(count, bool) or not isinstance(count, int) or count < low:
-                raise AerixError("options", f"{name} must be an integer >= {low}, got {count!r}")
+        keep = max_connections if max_keepalive_connections is None else max_keepalive_connections
+        _check_options(base_url, model, dialect, connect_timeout, read_timeout, backoff)
+        _check_counts(retries=retries, max_connections=max_connections, max_keepalive_connections=keep)
         self.base_url = base_url.rstrip("/")
+        """The API root, without a trailing slash."""
         self.model = model
+        """The model name sent with every request."""
         self.dialect: Dialect = dialect
+        """How the JSON constraint is sent."""
         self.url = f"{self.base_url}/chat/completions"
+        """Where requests go."""
         self.connect_timeout = float(connect_timeout)
         self.read_timeout = float(read_timeout)
         self.retries = retries
         self.backoff = float(backoff)
+        self._max_connections = max_connections
+        self._keep = keep
         self._headers = dict(headers or {})
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._extra_body = dict(extra_body or {})
-        self._limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_keepalive_connections
-        )
+        self._event_hooks = {k: list(v) for k, v in (event_hooks or {}).items()}
         self._given_client = http_client
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Loading the CA bundle takes ~25 ms: do it once, here, not on the event loop
+        # for every connection. Plain http:// needs no certificates at all.
+        self._ssl: ssl.SSLContext | bool = False
+        if self.base_url.startswith("https://"):
+            make_context = getattr(httpx, "create_ssl_context", None)  # httpx >= 0.28
+            self._ssl = make_context() if make_context is not None else True
+        self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lanes] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -183,8 +158,9 @@ class OpenAICompatible:
     ) -> AsyncIterator[Delta]:
         """Stream one generation: text deltas, then one done delta with `finish` and `usage`.
 
-        An abort of `opts["signal"]` closes the HTTP stream at once and ends the
-        iterator without a done delta.
+        An abort of `opts["signal"]` closes the HTTP stream at once; the stream
+        then ends with a done delta (`finish="stop"`, no usage: the server sent
+        none), as `LlamaCpp`'s does, and does not raise.
 
         Args:
             messages: The conversation, sent unchanged.
@@ -197,6 +173,7 @@ class OpenAICompatible:
         opts = opts or {}
         signal = opts.get("signal")
         if signal is not None and signal.aborted:
+            yield _ABORTED_DONE
             return
         body = build_body(self.model, messages, opts, dialect=self.dialect, extra_body=self._extra_body)
         loop = asyncio.get_running_loop()
@@ -219,6 +196,8 @@ class OpenAICompatible:
                 elif isinstance(item, EngineError):
                     raise item
                 else:
+                    finished = True
+                    yield _ABORTED_DONE
                     return
         finally:
             remove()
@@ -228,14 +207,14 @@ class OpenAICompatible:
     async def aclose(self) -> None:
         """Close the connections this engine opened on the running event loop.
 
-        Each event loop has its own client: call `aclose` on each loop that used
-        the engine (a client whose loop is gone goes with it). The engine stays
-        usable: the next `chat` opens a new client.
+        Each event loop has its own connections: call `aclose` on each loop that
+        used the engine (connections whose loop is gone go with it). The engine
+        stays usable: the next `chat` opens new ones.
         """
         with self._lock:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+            lanes = self._lanes.pop(asyncio.get_running_loop(), None)
+        if lanes is not None:
+            await lanes.aclose()
 
     async def __aenter__(self) -> OpenAICompatible:
         return self
@@ -248,45 +227,57 @@ class OpenAICompatible:
     ) -> None:
         await self.aclose()
 
-    def _client(self) -> httpx.AsyncClient:
-        if self._given_client is not None:
-            return self._given_client
+    def _loop_lanes(self) -> Lanes:
         loop = asyncio.get_running_loop()
         with self._lock:
-            client = self._clients.get(loop)
-            if client is None or client.is_closed:
-                client = httpx.AsyncClient(
-                    headers=self._headers,
-                    limits=self._limits,
-                    timeout=httpx.Timeout(
-                        connect=self.connect_timeout,
-                        read=self.read_timeout,
-                        write=self.read_timeout,
-                        pool=None,  # bounded by the timeouts of the requests holding connections
-                    ),
-                )
-                self._clients[loop] = client
-            return client
+            lanes = self._lanes.get(loop)
+            if lanes is None:
+                lanes = self._lanes[loop] = Lanes(self._new_lane, self._max_connections, self._keep)
+            return lanes
+
+    def _new_lane(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=self._headers,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            timeout=httpx.Timeout(
+                connect=self.connect_timeout,
+                read=self.read_timeout,
+                write=self.read_timeout,
+                pool=None,  # a lane serves one request at a time: it never waits for its pool
+            ),
+            verify=self._ssl,
+            event_hooks=self._event_hooks,
+        )
 
     def _error(self, cause: str) -> EngineError:
         return EngineError(self.base_url, cause)
 
     async def _produce(self, body: dict[str, Any], put: Callable[[_Item], None]) -> None:
         try:
-            await self._request(body, put)
+            if self._given_client is not None:
+                await self._request(self._given_client, body, put)
+                return
+            lanes = self._loop_lanes()
+            lane = await lanes.acquire()
+            try:
+                await self._request(lane, body, put)
+            finally:
+                await lanes.release(lane)
         except asyncio.CancelledError:
             put(_ABORTED)
             raise
         except EngineError as exc:
             put(exc)
         except Exception as exc:  # an engine failure must reach the caller, never vanish
-            error = self._error(f"request failed ({type(exc).__name__}: {exc})")
+            error = self._error(f"request failed ({describe(exc)})")
             error.__cause__ = exc
             put(error)
 
-    async def _request(self, body: dict[str, Any], put: Callable[[_Item], None]) -> None:
-        client = self._client()
-        headers = self._headers if self._given_client is not None else None
+    async def _request(
+        self, client: httpx.AsyncClient, body: dict[str, Any], put: Callable[[_Item], None]
+    ) -> None:
+        """Send the request, retrying what failed before its first byte; stream the answer to `put`."""
+        headers = self._headers if client is self._given_client else None  # lanes carry them
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             try:
@@ -294,33 +285,43 @@ class OpenAICompatible:
                     if response.status_code == 200:
                         await self._read_stream(response, put)
                         return
-                    detail = await self._error_detail(response)
-                    if response.status_code in _RETRY_STATUS and not last:
-                        await asyncio.sleep(self._delay(attempt, response))
+                    detail = await read_error_detail(response)
+                    if response.status_code in RETRY_STATUS and not last:
+                        await asyncio.sleep(retry_delay(self.backoff, attempt, response))
                         continue
-                    raise self._error(self._status_cause(response.status_code, detail, attempt))
+                    raise self._error(
+                        status_cause(
+                            response.status_code,
+                            detail,
+                            attempt,
+                            url=self.url,
+                            model=self.model,
+                            dialect=self.dialect,
+                        )
+                    )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if not last:
-                    await asyncio.sleep(self._delay(attempt, None))
+                    await asyncio.sleep(retry_delay(self.backoff, attempt, None))
                     continue
-                raise self._error(self._connect_cause(exc, attempt)) from exc
+                cause = connect_cause(exc, attempt, connect_timeout=self.connect_timeout)
+                raise self._error(cause) from exc
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 # Before any response: often a kept-alive connection the server had closed.
                 if not last:
-                    await asyncio.sleep(self._delay(attempt, None))
+                    await asyncio.sleep(retry_delay(self.backoff, attempt, None))
                     continue
-                raise self._error(
-                    f"closed the connection before answering ({_describe(exc)}){_attempts(attempt)}"
-                ) from exc
+                cause = f"closed the connection before answering ({describe(exc)}){attempts(attempt)}"
+                raise self._error(cause) from exc
             except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
-                raise self._error(
+                cause = (
                     f"sent no response within read_timeout={self.read_timeout:g} s; "
                     "raise read_timeout if the server is busy"
-                ) from exc
+                )
+                raise self._error(cause) from exc
 
     async def _read_stream(self, response: httpx.Response, put: Callable[[_Item], None]) -> None:
-        kind = response.headers.get("content-type", "")
-        if kind.startswith("application/json"):
+        """Turn the event stream into deltas; fail on anything but a finished generation."""
+        if response.headers.get("content-type", "").startswith("application/json"):
             detail = excerpt((await response.aread()).decode("utf-8", "replace"))
             raise self._error(
                 f"answered with JSON instead of an event stream; does it support stream=true? {detail}"
@@ -336,12 +337,7 @@ class OpenAICompatible:
                         raise self._error(f"reported an error mid-stream: {excerpt(event.data, 500)}")
                     if event.data == DONE:
                         if finish is None:
-                            raise self._error(
-                                f"sent [DONE] after {chunks} chunks without a finish_reason: "
-                                "the generation was interrupted (llama-cpp-python's server "
-                                "does this to one request when another arrives, unless "
-                                "started with --interrupt_requests False)"
-                            )
+                            raise self._error(_interrupted(chunks))
                         break
                     try:
                         info = parse_chunk(event.data)
@@ -355,7 +351,7 @@ class OpenAICompatible:
                     if info.usage is not None:
                         usage = info.usage
                 else:
-                    if finish is None:
+                    if finish is None:  # a finished generation whose server omits [DONE] is fine
                         raise self._error(
                             f"the stream ended without a finish_reason or [DONE] after {chunks} "
                             "chunks: the generation was cut off"
@@ -365,61 +361,57 @@ class OpenAICompatible:
                 f"the stream stalled: no data for read_timeout={self.read_timeout:g} s after {chunks} chunks"
             ) from exc
         except httpx.TransportError as exc:
-            raise self._error(f"the stream broke mid-turn after {chunks} chunks ({_describe(exc)})") from exc
+            raise self._error(f"the stream broke mid-turn after {chunks} chunks ({describe(exc)})") from exc
         put(Delta(done=True, finish=finish_reason(finish or "stop"), usage=usage))
-        # Read the end of the response so that its connection goes back to the pool.
+        # Read the end of the response so that its connection can serve the next request.
         with contextlib.suppress(httpx.HTTPError):
             async for _ in lines:
                 pass
 
-    async def _error_detail(self, response: httpx.Response) -> str:
-        try:
-            raw = await response.aread()
-        except httpx.HTTPError as exc:
-            return f"(its body could not be read: {_describe(exc)})"
-        text = raw.decode("utf-8", "replace")
-        try:
-            return error_message(json.loads(text))
-        except ValueError:
-            return excerpt(text, 500)
 
-    def _status_cause(self, status: int, detail: str, attempt: int) -> str:
-        cause = f"answered HTTP {status} to POST {self.url}: {detail}{_attempts(attempt)}"
-        if status == 404:
-            return f"{cause}; check base_url (it usually ends in /v1) and model={self.model!r}"
-        if status in (401, 403):
-            return f"{cause}; check api_key"
-        if status in (400, 422) and self.dialect != "none" and "response_format" in detail:
-            return (
-                f"{cause}; the server may not accept dialect={self.dialect!r}: try "
-                "dialect='json_object' (llama-cpp-python's server) or dialect='none'"
-            )
-        if status in _RETRY_STATUS:
-            return f"{cause}; the server is overloaded or restarting: raise retries or add replicas"
-        return cause
-
-    def _connect_cause(self, exc: httpx.TransportError, attempt: int) -> str:
-        if isinstance(exc, httpx.ConnectTimeout):
-            what = f"did not accept a connection within connect_timeout={self.connect_timeout:g} s"
-        else:
-            what = f"refused the connection ({_describe(exc)})"
-        return f"{what}{_attempts(attempt)}; is the server running at this base_url?"
-
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        delay: float = self.backoff * 2**attempt
-        if response is not None:
-            with contextlib.suppress(ValueError):
-                delay = max(delay, float(str(response.headers.get("retry-after", ""))))
-        return min(delay, _MAX_BACKOFF)
+def _check_options(
+    base_url: object,
+    model: object,
+    dialect: object,
+    connect_timeout: object,
+    read_timeout: object,
+    backoff: object,
+) -> None:
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise AerixError(
+            "options",
+            "base_url must be an http:// or https:// URL such as 'http://127.0.0.1:8000/v1', "
+            f"got {base_url!r}",
+        )
+    if not isinstance(model, str) or not model:
+        raise AerixError("options", f"model must be the server's model name, got {model!r}")
+    if dialect not in DIALECTS:
+        allowed = ", ".join(map(repr, DIALECTS))
+        raise AerixError("options", f"dialect must be one of {allowed}, got {dialect!r}")
+    for name, value, low in (
+        ("connect_timeout", connect_timeout, 0.0),
+        ("read_timeout", read_timeout, 0.0),
+        ("backoff", backoff, None),
+    ):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or value < 0 or (low is not None and value <= low):  # type: ignore[operator]
+            bound = ">= 0" if low is None else "> 0"
+            raise AerixError("options", f"{name} must be a number of seconds {bound}, got {value!r}")
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _check_counts(**counts: object) -> None:
+    lows = {"retries": 0, "max_connections": 1, "max_keepalive_connections": 0}
+    for name, count in counts.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < lows[name]:
+            raise AerixError("options", f"{name} must be an integer >= {lows[name]}, got {count!r}")
 
 
-def _attempts(attempt: int) -> str:
-    return f" (after {attempt + 1} attempts)" if attempt else ""
+def _interrupted(chunks: int) -> str:
+    return (
+        f"sent [DONE] after {chunks} chunks without a finish_reason: the generation was interrupted "
+        "(llama-cpp-python's server does this to one request when another arrives, unless started "
+        "with --interrupt_requests False)"
+    )
 
 
 async def _events(lines: AsyncIterator[str]) -> AsyncGenerator[SseEvent, None]:

@@ -1,0 +1,111 @@
+"""`EngineError`, and the wording of each way a request to a server can fail.
+
+Every message names the server (its base URL), says what happened and, where
+there is one, the fix: the option to change or the thing to check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import httpx
+
+from ._sse import error_message, excerpt
+
+__all__ = [
+    "MAX_BACKOFF",
+    "RETRY_STATUS",
+    "EngineError",
+    "attempts",
+    "connect_cause",
+    "describe",
+    "read_error_detail",
+    "retry_delay",
+    "status_cause",
+]
+
+RETRY_STATUS = frozenset({429, 502, 503, 504})
+"""HTTP statuses that mean "busy or restarting, try again"."""
+MAX_BACKOFF = 10.0
+"""Seconds: the longest wait between two attempts, whatever `Retry-After` asks."""
+
+
+class EngineError(Exception):
+    """A generation failed: the server is unreachable, refused, stalled or broke its stream.
+
+    The agent loop turns it into `end(reason="error", message=str(exc))`.
+
+    Args:
+        base_url: The server's base URL.
+        cause: What went wrong, and what to do about it.
+    """
+
+    base_url: str
+    """The server's base URL, as the engine was given it."""
+    cause: str
+    """What went wrong, without the server's name."""
+
+    def __init__(self, base_url: str, cause: str) -> None:
+        super().__init__(f"server {base_url}: {cause}")
+        self.base_url = base_url
+        self.cause = cause
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message` of an exception (just the type when it has no message)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def attempts(attempt: int) -> str:
+    """` (after N attempts)` when the request was retried, else nothing."""
+    return f" (after {attempt + 1} attempts)" if attempt else ""
+
+
+async def read_error_detail(response: httpx.Response) -> str:
+    """The message of an error response, quoted and cut."""
+    try:
+        raw = await response.aread()
+    except httpx.HTTPError as exc:
+        return f"(its body could not be read: {describe(exc)})"
+    text = raw.decode("utf-8", "replace")
+    try:
+        return error_message(json.loads(text))
+    except ValueError:
+        return excerpt(text, 500)
+
+
+def status_cause(status: int, detail: str, attempt: int, *, url: str, model: str, dialect: str) -> str:
+    """Why an HTTP error status failed the request, and what to check."""
+    cause = f"answered HTTP {status} to POST {url}: {detail}{attempts(attempt)}"
+    if status == 404:
+        return f"{cause}; check base_url (it usually ends in /v1) and model={model!r}"
+    if status in (401, 403):
+        return f"{cause}; check api_key"
+    if status in (400, 422, 500) and dialect != "none" and "response_format" in detail:
+        return (
+            f"{cause}; the server may not accept dialect={dialect!r}: try "
+            "dialect='json_object' (llama-cpp-python's server) or dialect='none'"
+        )
+    if status in RETRY_STATUS:
+        return f"{cause}; the server is overloaded or restarting: raise retries or add replicas"
+    return cause
+
+
+def connect_cause(exc: httpx.TransportError, attempt: int, *, connect_timeout: float) -> str:
+    """Why no connection could be opened."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        what = f"did not accept a connection within connect_timeout={connect_timeout:g} s"
+    else:
+        what = f"refused the connection ({describe(exc)})"
+    return f"{what}{attempts(attempt)}; is the server running at this base_url?"
+
+
+def retry_delay(backoff: float, attempt: int, response: httpx.Response | None) -> float:
+    """Seconds to wait before the next attempt: `backoff` doubled per attempt, or `Retry-After`."""
+    delay: float = backoff * 2**attempt
+    if response is not None:
+        with contextlib.suppress(ValueError):
+            delay = max(delay, float(str(response.headers.get("retry-after", ""))))
+    return min(delay, MAX_BACKOFF)

@@ -1,0 +1,689 @@
+"""OpenAICompatible against scripted and misbehaving servers on 127.0.0.1.
+
+Every fault must surface as an `EngineError` from the `chat` iterator, naming
+the server and the cause, within the (short) configured timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from fault_server import Conn, FaultServer, Handler, chunk, closed_port, sse_body
+
+from aerix.abort import AbortController
+from aerix.errors import AerixError
+from aerix.model import ChatMessage, Delta, GenerateOptions, Usage
+
+pytest.importorskip("httpx")
+from aerix.engines.openai import EngineError, OpenAICompatible
+
+MESSAGES: list[ChatMessage] = [
+    {"role": "system", "content": "You answer in JSON."},
+    {"role": "user", "content": "hi"},
+]
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"final": {"type": "string"}},
+    "required": ["final"],
+    "additionalProperties": False,
+}
+GUARD = 10.0
+"""Seconds after which a test counts as hung (never a timing assertion)."""
+
+
+def stream(*payloads: str) -> Callable[[Conn], Awaitable[None]]:
+    """A handler that streams these `data:` payloads and ends the body properly."""
+
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        for payload in payloads:
+            await conn.event(payload)
+        await conn.end()
+
+    return handler
+
+
+@contextlib.asynccontextmanager
+async def serving(handler: Handler, **kw: Any) -> AsyncIterator[tuple[FaultServer, OpenAICompatible]]:
+    """A fault server running `handler`, and an engine pointed at it."""
+    async with FaultServer(handler) as server:
+        engine = engine_for(server, **kw)
+        try:
+            yield server, engine
+        finally:
+            await engine.aclose()
+
+
+def engine_for(server: FaultServer, **kw: Any) -> OpenAICompatible:
+    kw.setdefault("connect_timeout", 1.0)
+    kw.setdefault("read_timeout", 0.3)
+    kw.setdefault("retries", 0)
+    kw.setdefault("backoff", 0.01)
+    return OpenAICompatible(server.base_url, "test-model", **kw)
+
+
+async def collect(engine: OpenAICompatible, opts: GenerateOptions | None = None) -> list[Delta]:
+    async with asyncio.timeout(GUARD):
+        return [d async for d in engine.chat(MESSAGES, opts)]
+
+
+async def fails(engine: OpenAICompatible, opts: GenerateOptions | None = None) -> EngineError:
+    """Run one chat that must fail; return its error after checking it names the server."""
+    with pytest.raises(EngineError) as info:
+        await collect(engine, opts)
+    assert engine.base_url in str(info.value)
+    assert info.value.base_url == engine.base_url
+    return info.value
+
+
+# -- the good path ---------------------------------------------------------------------------
+
+
+async def test_stream_becomes_text_deltas_then_one_done_delta_with_usage() -> None:
+    usage = {
+        "prompt_tokens": 120,
+        "completion_tokens": 7,
+        "total_tokens": 127,
+        "prompt_tokens_details": {"cached_tokens": 96},
+    }
+    async with serving(stream(*sse_body('{"final"', ': "hi"}', usage=usage))) as (_server, engine):
+        deltas = await collect(engine)
+    assert [d.text for d in deltas[:-1]] == ['{"final"', ': "hi"}']
+    assert not any(d.done for d in deltas[:-1])
+    assert deltas[-1] == Delta(
+        done=True, finish="stop", usage=Usage(prompt_tokens=120, completion_tokens=7, cached_tokens=96)
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "mapped"),
+    [("stop", "stop"), ("length", "length"), ("tool_calls", "stop"), ("eos", "stop")],
+)
+async def test_finish_reason_maps_to_stop_or_length(raw: str, mapped: str) -> None:
+    async with serving(stream(*sse_body("{", finish=raw))) as (_server, engine):
+        deltas = await collect(engine)
+    assert deltas[-1].done
+    assert deltas[-1].finish == mapped
+    assert deltas[-1].usage is None  # this server reported none
+
+
+async def test_usage_in_the_finish_chunk_and_llama_server_timings() -> None:
+    last = chunk(finish="stop")
+    last["usage"] = {"prompt_tokens": 50, "completion_tokens": 3}
+    last["timings"] = {"cache_n": 40}
+    async with serving(stream(json.dumps(chunk("{}")), json.dumps(last), "[DONE]")) as (_server, engine):
+        deltas = await collect(engine)
+    assert deltas[-1].usage == Usage(prompt_tokens=50, completion_tokens=3, cached_tokens=40)
+
+
+async def test_a_finished_stream_without_done_marker_is_accepted() -> None:
+    payloads = sse_body("{}")[:-1]  # no [DONE], but a finish_reason and a proper end
+    async with serving(stream(*payloads)) as (_server, engine):
+        deltas = await collect(engine)
+    assert deltas[-1].done
+    assert deltas[-1].finish == "stop"
+
+
+async def test_comments_multiline_data_and_crlf_are_read() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.write(": ping\r\n\r\n")
+        await conn.write('data: {"choices": [{"delta": \r\ndata: {"content": "ab"}}]}\r\n\r\n')
+        await conn.write(f"data: {json.dumps(chunk(finish='stop'))}\n\ndata: [DONE]")  # no blank
+        await conn.end()
+
+    async with serving(handler) as (_server, engine):
+        deltas = await collect(engine)
+    assert [d.text for d in deltas] == ["ab", ""]
+    assert deltas[-1].done
+
+
+@pytest.mark.parametrize(
+    ("dialect", "expected"),
+    [
+        (
+            "json_schema",
+            {
+                "type": "json_schema",
+                "json_schema": {"name": "turn", "schema": SCHEMA, "strict": True},
+            },
+        ),
+        ("json_object", {"type": "json_object", "schema": SCHEMA}),
+        ("none", None),
+    ],
+)
+async def test_request_body_carries_options_and_the_schema_in_the_dialect(
+    dialect: Any, expected: dict[str, Any] | None
+) -> None:
+    async with serving(stream(*sse_body("{}")), dialect=dialect, api_key="sk-test") as (server, engine):
+        opts: GenerateOptions = {
+            "max_tokens": 64,
+            "temperature": 0.0,
+            "top_p": 0.9,
+            "top_k": 40,
+            "min_p": 0.05,
+            "seed": 7,
+            "stop": ["\n\n"],
+            "constraint": {"json": SCHEMA},
+            "signal": AbortController().signal,
+        }
+        await collect(engine, opts)
+    [request] = server.requests
+    assert (request.method, request.path) == ("POST", "/v1/chat/completions")
+    assert request.headers["authorization"] == "Bearer sk-test"
+    body = request.json()
+    assert body.pop("response_format", None) == expected
+    assert body == {
+        "model": "test-model",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 64,
+        "temperature": 0.0,
+        "top_p": 0.9,
+        "top_k": 40,
+        "min_p": 0.05,
+        "seed": 7,
+        "stop": ["\n\n"],
+    }
+
+
+async def test_unset_options_are_not_sent_and_extra_body_is_merged() -> None:
+    async with FaultServer(stream(*sse_body("{}"))) as server:
+        extra = {"chat_template_kwargs": {"enable_thinking": False}}
+        async with engine_for(server, extra_body=extra) as engine:
+            await collect(engine)
+    body = server.requests[0].json()
+    assert set(body) == {"model", "messages", "stream", "stream_options", "chat_template_kwargs"}
+    assert "authorization" not in server.requests[0].headers
+
+
+async def test_concurrent_chats_share_the_loops_connections_and_reuse_them() -> None:
+    async with serving(stream(*sse_body('{"final": "x"}')), max_connections=4) as (server, engine):
+        results = await asyncio.gather(*(collect(engine) for _ in range(20)))
+        assert len(engine._lanes) == 1
+        for _ in range(5):  # one at a time: each reuses a kept-alive connection
+            await collect(engine)
+    assert all(r[-1].done and r[0].text == '{"final": "x"}' for r in results)
+    assert len(server.requests) == 25
+    assert server.connections <= 4
+
+
+async def test_idle_connections_beyond_the_keepalive_limit_are_closed() -> None:
+    async with serving(stream(*sse_body("{}")), max_connections=4, max_keepalive_connections=1) as (
+        server,
+        engine,
+    ):
+        await asyncio.gather(*(collect(engine) for _ in range(8)))
+        assert engine._loop_lanes().open == 1
+        await collect(engine)
+    assert len(server.requests) == 9
+
+
+async def test_event_hooks_see_every_request() -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def record(request: Any) -> None:
+        seen.append(json.loads(request.content))
+
+    async with serving(stream(*sse_body("{}")), event_hooks={"request": [record]}) as (_server, engine):
+        await asyncio.gather(*(collect(engine, {"max_tokens": i + 1}) for i in range(3)))
+    assert sorted(body["max_tokens"] for body in seen) == [1, 2, 3]
+
+
+async def test_a_given_http_client_is_used_and_left_open() -> None:
+    import httpx
+
+    seen: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        seen.append(request.headers["authorization"])
+
+    client = httpx.AsyncClient(event_hooks={"request": [record]})
+    async with serving(stream(*sse_body("{}")), http_client=client, api_key="k") as (_, engine):
+        await collect(engine)
+    assert not client.is_closed
+    await client.aclose()
+    assert seen == ["Bearer k"]
+
+
+async def test_each_event_loop_has_its_own_connections_and_aclose_reopens() -> None:
+    async with FaultServer(stream(*sse_body("{}"))) as server:
+        engine = engine_for(server)
+        await collect(engine)
+        await engine.aclose()
+        assert not engine._lanes
+        await collect(engine)  # usable again after aclose
+        seen: list[int] = []
+
+        def other_loop() -> None:
+            async def main() -> None:
+                engine._loop_lanes()
+                seen.append(len(engine._lanes))
+                await engine.aclose()
+
+            asyncio.run(main())
+
+        thread = threading.Thread(target=other_loop)
+        thread.start()
+        await asyncio.to_thread(thread.join, GUARD)
+        assert seen == [2]
+        assert len(engine._lanes) == 1  # the other loop closed only its own
+        await engine.aclose()
+        assert not engine._lanes
+
+
+# -- faults: each raises EngineError naming the server and the cause ------------------------
+
+
+async def test_connection_refused_is_retried_then_named() -> None:
+    engine = OpenAICompatible(
+        f"http://127.0.0.1:{closed_port()}/v1", "m", retries=2, backoff=0.01, connect_timeout=1
+    )
+    error = await fails(engine)
+    assert "refused the connection" in error.cause
+    assert "after 3 attempts" in error.cause
+    await engine.aclose()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="relies on Linux dropping SYNs to a full backlog")
+async def test_a_server_that_never_accepts_hits_the_connect_timeout() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(3)]  # fill the accept queue; nobody accepts
+        for filler in fillers:
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        engine = OpenAICompatible(
+            f"http://127.0.0.1:{port}/v1", "m", connect_timeout=0.3, retries=1, backoff=0.01
+        )
+        try:
+            error = await fails(engine)
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert "did not accept a connection within connect_timeout=0.3 s (after 2 attempts)" in error.cause
+
+
+async def test_stall_before_headers_hits_the_read_timeout() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.stall()
+
+    async with serving(handler, retries=2) as (server, engine):
+        error = await fails(engine)
+    assert "sent no response within read_timeout=0.3 s" in error.cause
+    assert len(server.requests) == 1  # a stall is not retried
+
+
+async def test_stall_mid_stream_hits_the_read_timeout_after_the_text_so_far() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.event(chunk('{"fin'))
+        await conn.stall()
+
+    seen: list[Delta] = []
+    async with serving(handler) as (server, engine):
+        with pytest.raises(EngineError) as info:
+            async with asyncio.timeout(GUARD):
+                async for delta in engine.chat(MESSAGES):
+                    seen.append(delta)
+    assert "the stream stalled: no data for read_timeout=0.3 s after 1 chunks" in str(info.value)
+    assert server.base_url in str(info.value)
+    assert seen == [Delta(text='{"fin')]
+
+
+async def test_http_500_names_status_and_the_servers_message_without_retry() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(500, json.dumps({"error": {"message": "CUDA out of memory"}}))
+
+    async with serving(handler, retries=2) as (server, engine):
+        error = await fails(engine)
+    assert "answered HTTP 500" in error.cause
+    assert "CUDA out of memory" in error.cause
+    assert len(server.requests) == 1
+
+
+async def test_503_then_success_is_retried() -> None:
+    async def handler(conn: Conn) -> None:
+        if len(conn.server.requests) < 3:
+            await conn.send(503, "busy", content_type="text/plain", retry_after="0")
+        else:
+            await stream(*sse_body("{}"))(conn)
+
+    async with serving(handler, retries=2) as (server, engine):
+        deltas = await collect(engine)
+    assert deltas[-1].done
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+async def test_transient_statuses_give_up_after_the_retries(status: int) -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(status, "try later", content_type="text/plain")
+
+    async with serving(handler, retries=1) as (server, engine):
+        error = await fails(engine)
+    assert f"answered HTTP {status}" in error.cause
+    assert "after 2 attempts" in error.cause
+    assert "raise retries or add replicas" in error.cause
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "hint"),
+    [
+        (404, '{"detail": "Not Found"}', "check base_url (it usually ends in /v1)"),
+        (401, '{"error": {"message": "bad key"}}', "check api_key"),
+        (
+            422,
+            '{"detail": [{"loc": ["body", "response_format", "type"], "msg": "bad"}]}',
+            "try dialect='json_object'",
+        ),
+    ],
+)
+async def test_client_errors_name_the_fix(status: int, body: str, hint: str) -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(status, body)
+
+    async with serving(handler, retries=2) as (server, engine):
+        error = await fails(engine, {"constraint": {"json": SCHEMA}})
+    assert f"answered HTTP {status}" in error.cause
+    assert hint in error.cause
+    assert len(server.requests) == 1
+
+
+async def test_a_stream_cut_mid_turn_is_an_error() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.event(chunk('{"final": "'))
+        await conn.event(chunk("half"))
+        await conn.cut()
+
+    async with serving(handler) as (_server, engine):
+        error = await fails(engine)
+    assert "the stream broke mid-turn after 2 chunks" in error.cause
+
+
+async def test_a_connection_closed_before_answering_is_named() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.cut()
+
+    async with serving(handler, retries=1) as (server, engine):
+        error = await fails(engine)
+    assert "closed the connection before answering" in error.cause
+    assert len(server.requests) == 2  # retried once: it failed before any token
+
+
+@pytest.mark.parametrize(
+    ("payload", "cause"),
+    [
+        ('{"choices": [{"delta": {"content": "x"', "sent a chunk that is not JSON"),
+        ("[1, 2]", "sent a chunk that is not a JSON object"),
+        ('{"hello": "world"}', "sent a chunk with neither `choices` nor `usage`"),
+        ('{"choices": [{"delta": {"content": 5}}]}', "`delta.content` is not a string"),
+        ('{"error": {"message": "model crashed"}}', "reported an error mid-stream: 'model crashed'"),
+        ('{"choices": [], "usage": {"prompt_tokens": "many"}}', "counts that are not integers"),
+    ],
+)
+async def test_bad_chunks_are_named(payload: str, cause: str) -> None:
+    async with serving(stream(json.dumps(chunk("{")), payload, "[DONE]")) as (_server, engine):
+        error = await fails(engine)
+    assert cause in error.cause
+    assert "after 1 chunks" in error.cause
+
+
+async def test_garbage_that_is_not_sse_ends_without_a_finish() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.write("<html>502 Bad Gateway</html>\n\n")
+        await conn.end()
+
+    async with serving(handler) as (_server, engine):
+        error = await fails(engine)
+    assert "ended without a finish_reason or [DONE] after 0 chunks" in error.cause
+
+
+async def test_a_stream_that_never_finishes_is_an_error() -> None:
+    async with serving(stream(json.dumps(chunk('{"final": ')), json.dumps(chunk('"x"}')))) as (_s, engine):
+        error = await fails(engine)
+    assert "the stream ended without a finish_reason or [DONE] after 2 chunks" in error.cause
+
+
+async def test_done_without_a_finish_reason_is_an_interruption() -> None:
+    async with serving(stream(json.dumps(chunk("{")), "[DONE]")) as (_server, engine):
+        error = await fails(engine)
+    assert "sent [DONE] after 1 chunks without a finish_reason" in error.cause
+
+
+async def test_an_error_event_is_named() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.write("event: error\ndata: overloaded\n\n")
+        await conn.end()
+
+    async with serving(handler) as (_server, engine):
+        error = await fails(engine)
+    assert "reported an error mid-stream: 'overloaded'" in error.cause
+
+
+async def test_a_json_answer_instead_of_a_stream_is_named() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(200, json.dumps({"choices": [{"message": {"content": "{}"}}]}))
+
+    async with serving(handler) as (_server, engine):
+        error = await fails(engine)
+    assert "answered with JSON instead of an event stream" in error.cause
+
+
+# -- abort -----------------------------------------------------------------------------------
+
+
+async def test_abort_mid_stream_closes_the_connection() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.event(chunk('{"final": "'))
+        await conn.stall()
+
+    controller = AbortController()
+    seen: list[Delta] = []
+    async with serving(handler, read_timeout=GUARD * 3) as (server, engine):
+        async with asyncio.timeout(GUARD):
+            async for delta in engine.chat(MESSAGES, {"signal": controller.signal}):
+                seen.append(delta)
+                controller.abort("user")
+            await server.disconnected.wait()
+    assert seen == [Delta(text='{"final": "'), Delta(done=True, finish="stop")]  # no usage: none came
+
+
+async def test_abort_from_another_thread_before_headers_closes_the_connection() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.stall()
+
+    controller = AbortController()
+    async with serving(handler, read_timeout=GUARD * 3) as (server, engine):
+        timer = threading.Timer(0.05, controller.abort)
+        timer.start()
+        deltas = await collect(engine, {"signal": controller.signal})
+        async with asyncio.timeout(GUARD):
+            await server.disconnected.wait()
+    assert deltas == [Delta(done=True, finish="stop")]
+
+
+async def test_abort_during_retry_backoff_stops_at_once() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(503, "busy", content_type="text/plain")
+
+    controller = AbortController()
+    async with serving(handler, retries=5, backoff=GUARD * 3) as (server, engine):
+        asyncio.get_running_loop().call_later(0.1, controller.abort)
+        deltas = await collect(engine, {"signal": controller.signal})
+    assert deltas == [Delta(done=True, finish="stop")]
+    assert len(server.requests) == 1
+
+
+async def test_an_aborted_signal_sends_no_request() -> None:
+    controller = AbortController()
+    controller.abort()
+    async with serving(stream(*sse_body("{}"))) as (server, engine):
+        assert await collect(engine, {"signal": controller.signal}) == [Delta(done=True, finish="stop")]
+    assert server.requests == []
+
+
+async def test_closing_the_iterator_early_closes_the_connection() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.event(chunk("{"))
+        await conn.stall()
+
+    async with serving(handler, read_timeout=GUARD * 3) as (server, engine):
+        stream_ = engine.chat(MESSAGES)
+        async with asyncio.timeout(GUARD):
+            assert (await anext(stream_)).text == "{"
+            await stream_.aclose()  # type: ignore[attr-defined]
+            await server.disconnected.wait()
+
+
+# -- options ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"base_url": "127.0.0.1:8000"}, "base_url"),
+        ({"model": ""}, "model"),
+        ({"dialect": "guided_json"}, "dialect"),
+        ({"read_timeout": -1}, "read_timeout"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"backoff": "1"}, "backoff"),
+        ({"retries": -1}, "retries"),
+        ({"retries": True}, "retries"),
+        ({"max_connections": 0}, "max_connections"),
+    ],
+)
+def test_bad_options_raise_options_errors_naming_the_option(kwargs: dict[str, Any], named: str) -> None:
+    args: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model": "m", **kwargs}
+    with pytest.raises(AerixError) as info:
+        OpenAICompatible(**args)
+    assert info.value.kind == "options"
+    assert named in info.value.message
+
+
+def test_engine_is_a_model_and_names_its_url() -> None:
+    from aerix.model import Model
+
+    engine = OpenAICompatible("http://127.0.0.1:8000/v1/", "m")
+    assert isinstance(engine, Model)
+    assert engine.url == "http://127.0.0.1:8000/v1/chat/completions"
+    assert "http://127.0.0.1:8000/v1" in repr(engine)
+
+
+# -- the connection lanes --------------------------------------------------------------------
+
+
+def _lanes(size: int, keep: int) -> Any:
+    import httpx
+
+    from aerix.engines._lanes import Lanes
+
+    return Lanes(lambda: httpx.AsyncClient(verify=False), size, keep)
+
+
+async def test_lanes_queue_requests_beyond_the_limit_and_hand_lanes_over() -> None:
+    lanes = _lanes(2, 2)
+    a, b = await lanes.acquire(), await lanes.acquire()
+    assert a is not b and lanes.open == 2
+    third = asyncio.create_task(lanes.acquire())
+    await asyncio.sleep(0)
+    assert not third.done()
+    await lanes.release(a)
+    assert await third is a  # handed over, not reopened
+    await lanes.release(b)
+    assert await lanes.acquire() is b  # the most recently used idle lane comes first
+    await lanes.aclose()
+
+
+async def test_lanes_survive_cancelled_waiters() -> None:
+    lanes = _lanes(1, 1)
+    only = await lanes.acquire()
+    gone = asyncio.create_task(lanes.acquire())
+    await asyncio.sleep(0)
+    gone.cancel()  # cancelled while waiting
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    late = asyncio.create_task(lanes.acquire())
+    await asyncio.sleep(0)
+    await lanes.release(only)  # handed to `late`...
+    late.cancel()  # ...which is cancelled before it runs: the lane must come back
+    with pytest.raises(asyncio.CancelledError):
+        await late
+    assert await lanes.acquire() is only
+    assert lanes.open == 1
+    await lanes.release(only)
+    await lanes.aclose()
+    assert lanes.open == 0 and only.is_closed
+
+
+async def test_lanes_close_idle_ones_now_and_busy_ones_on_release() -> None:
+    lanes = _lanes(3, 3)
+    busy, idle = await lanes.acquire(), await lanes.acquire()
+    await lanes.release(idle)
+    await lanes.aclose()
+    assert idle.is_closed and not busy.is_closed
+    await lanes.release(busy)
+    assert busy.is_closed and lanes.open == 0
+
+
+# -- with the agent loop ---------------------------------------------------------------------
+
+
+async def test_an_agent_ends_with_error_naming_the_server_and_cause() -> None:
+    from aerix import Agent
+    from aerix.events import EndEvent
+
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.event(chunk('{"final": '))
+        await conn.cut()
+
+    async with serving(handler) as (server, engine):
+        async with asyncio.timeout(GUARD):
+            events = [ev async for ev in Agent(model=engine).run("hi")]
+    end = events[-1]
+    assert isinstance(end, EndEvent)
+    assert end.reason == "error"
+    assert server.base_url in end.message
+    assert "the stream broke mid-turn after 1 chunks" in end.message
+
+
+async def test_an_agent_abort_mid_stream_ends_with_abort_and_hangs_up() -> None:
+    from aerix import Agent
+    from aerix.events import EndEvent, TextEvent
+
+    async def handler(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.event(chunk('{"final": "'))
+        await conn.stall()
+
+    controller = AbortController()
+    events = []
+    async with serving(handler, read_timeout=GUARD * 3) as (server, engine):
+        async with asyncio.timeout(GUARD):
+            async for ev in Agent(model=engine).run("hi", signal=controller.signal):
+                events.append(ev)
+                if isinstance(ev, TextEvent):
+                    controller.abort("user")
+            await server.disconnected.wait()
+    end = events[-1]
+    assert isinstance(end, EndEvent)
+    assert end.reason == "abort"

