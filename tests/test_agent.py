@@ -762,3 +762,15 @@ async def test_an_abort_never_cancels_the_consumer_code() -> None:
             await asyncio.sleep(0.01)  # the consumer's own await is not cancelled
     assert seen[-1] == "end"
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_an_engine_that_ends_its_stream_on_abort_is_an_abort_not_an_error() -> None:
+    controller = AbortController()
+
+    def abort_then_stop(messages: Any) -> Any:
+        controller.abort()
+        return NoDone(text="")
+
+    agent, _ = agent_with(abort_then_stop)
+    events = await events_of(agent, signal=controller.signal)
+    assert events == [EndEvent(reason="abort", message="aborted")]

@@ -337,6 +337,8 @@ class Agent:
                         if aclose is not None:
                             await aclose()
                     if done is None:
+                        if signal.aborted:  # the engine ended its stream on the abort
+                            raise _Abort
                         raise RuntimeError("the model's stream ended without its done delta")
                     text = "".join(parts)
                     u = done.usage

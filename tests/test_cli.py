@@ -1,0 +1,433 @@
+"""The `aerix` command, run in-process: `main([...], model=ScriptedModel(...))` with captured output."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import io
+import json
+import re
+import runpy
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+
+import aerix
+from aerix import cli
+from aerix._console import HumanPrinter, Symbols, use_color
+from aerix.testing import NoDone, ScriptedModel, Stall
+
+CALL = '{"thought":"add them","calls":[{"tool":"calculator","input":{"expression":"2+2"}}]}'
+FINAL = '{"final":"2 + 2 is 4."}'
+CALL_JSON = '{"expression":"2+2"}'
+
+
+def test_run_shows_turns_calls_results_the_final_and_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "What is 2+2?"], model=ScriptedModel([CALL, FINAL])) == 0
+    human = capsys.readouterr()
+    assert cli.main(["run", "What is 2+2?", "--json"], model=ScriptedModel([CALL, FINAL])) == 0
+    usage = [e for e in _events(capsys.readouterr().out) if e["type"] == "usage"]
+
+    lines = human.out.splitlines()
+    assert lines[:4] == [
+        "turn 1 · thought: add them",
+        f"  → calculator {CALL_JSON}",
+        "  ← 4",
+        "✓ final: 2 + 2 is 4.",
+    ]
+    prompt = sum(u["prompt_tokens"] for u in usage)
+    cached = sum(u["cached_tokens"] for u in usage)
+    completion = sum(u["completion_tokens"] for u in usage)
+    assert cached > 0  # the second turn reuses the first one's prompt
+    assert re.fullmatch(
+        rf"usage: 2 generations, {prompt} prompt \({cached} cached\) \+ {completion} completion tokens · "
+        r"\d+\.\d s",
+        lines[4],
+    )
+    assert len(lines) == 5
+    assert "\x1b[" not in human.out  # not a terminal: no colour
+    assert human.err == ""
+
+
+def test_a_final_with_a_thought_shows_it_and_one_generation_has_no_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = ScriptedModel(['{"thought":"easy","final":"hello"}'])
+    assert cli.main(["run", "hi"], model=model) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["turn 1 · thought: easy", "✓ final: hello"]
+    assert lines[2].startswith("usage: ") and "generations" not in lines[2]
+
+
+def test_json_prints_only_events_ending_with_exactly_one_final(capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScriptedModel([CALL, FINAL], chunk_size=5)
+    assert cli.main(["run", "What is 2+2?", "--json"], model=model) == 0
+    out, err = capsys.readouterr()
+    events = _events(out)
+    types = [e["type"] for e in events]
+    assert types.count("final") + types.count("end") == 1
+    assert events[-1] == {"type": "final", "text": "2 + 2 is 4.", "thought": None}
+    assert "".join(e["text"] for e in events if e["type"] == "text") == CALL + FINAL
+    assert [e for e in events if e["type"] in ("call", "result")] == [
+        {"type": "call", "id": "call_1", "tool": "calculator", "input": {"expression": "2+2"}},
+        {"type": "result", "id": "call_1", "tool": "calculator", "text": "4", "error": False},
+    ]
+    assert err == ""
+
+
+def test_a_run_without_a_final_exits_1_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "loop", "--max-turns", "1"], model=ScriptedModel([CALL])) == 1
+    out = capsys.readouterr().out
+    assert "✗ end (turns): no final after 1 generations (limits.turns)" in out
+
+    assert cli.main(["run", "broken", "--json"], model=ScriptedModel([NoDone(text="{")])) == 1
+    out, err = capsys.readouterr()
+    events = _events(out)
+    assert events[-1]["type"] == "end" and events[-1]["reason"] == "error"
+    assert [e["type"] for e in events].count("end") == 1
+    assert err.startswith("aerix: the run ended without a final (error): ")
+
+
+def test_options_reach_the_agent_and_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScriptedModel(['{"final":"ok"}'])
+    argv = ["run", "hi", "--max-tokens", "77", "--temperature", "0.5", "--top-k", "3", "--seed", "9"]
+    argv += ["--instructions", "Be terse.", "--tools", "clock", "--no-constrain"]
+    assert cli.main(argv, model=model) == 0
+    (call,) = model.calls
+    assert call.opts["max_tokens"] == 77
+    assert (call.opts["temperature"], call.opts["top_k"], call.opts["seed"]) == (0.5, 3, 9)
+    assert "constraint" not in call.opts
+    system = call.messages[0]["content"]
+    assert system.startswith("Be terse.")
+    assert "clock" in system and "calculator" not in system and "convert" not in system
+    assert call.messages[-1] == {"role": "user", "content": "hi"}
+
+
+def test_tool_choice_and_the_default_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScriptedModel([CALL, FINAL])
+    assert cli.main(["run", "hi", "--tool-choice", "calculator"], model=model) == 0
+    first, second = (json.dumps(c.opts["constraint"]) for c in model.calls)
+    assert "final" not in first  # the first turn must call the calculator
+    assert "final" in second
+    system = model.calls[0].messages[0]["content"]
+    assert system.startswith(cli.DEFAULT_INSTRUCTIONS)
+    assert all(name in system for name in ("calculator", "clock", "convert"))
+
+
+def test_run_reads_the_prompt_from_stdin_with_a_dash(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("What is 6*7?\n"))
+    model = ScriptedModel(['{"final":"42"}'])
+    assert cli.main(["run", "-"], model=model) == 0
+    assert model.calls[0].messages[-1] == {"role": "user", "content": "What is 6*7?"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-turns", "0"], "aerix: error: --max-turns: limits.turns must be at least 1, got 0"),
+        (["--retries", "-1"], "aerix: error: --retries: limits.retries must be at least 0, got -1"),
+        (["--max-tokens", "0"], "aerix: error: --max-tokens: limits.max_tokens must be at least 1"),
+        (["--temperature", "-1"], "aerix: error: --temperature: generation.temperature must be"),
+        (["--temperature", "nan"], "aerix: error: --temperature: generation.temperature must be"),
+        (["--tool-choice", "nope"], "aerix: error: --tool-choice: bad tool_choice 'nope'"),
+        (["--tools", "none", "--tool-choice", "required"], "aerix: error: --tool-choice: "),
+        (["--tools", "calculator,web"], "aerix: error: --tools: unknown tool 'web'; the demo tools are"),
+        (["--api-key", "k"], "aerix: error: --api-key only applies with --server URL"),
+    ],
+)
+def test_bad_option_values_exit_2_naming_the_option(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = ScriptedModel()
+    assert cli.main(["run", "hi", *argv], model=model) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(message)
+    assert "Traceback" not in err
+    assert out == ""
+    assert model.calls == []
+
+
+def test_an_empty_prompt_is_bad_usage(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
+    assert cli.main(["run", "-"]) == 2  # refused before any model is loaded
+    assert capsys.readouterr().err == "aerix: error: the prompt is empty\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run"], "the following arguments are required: prompt"),
+        (["run", "hi", "--max-turns", "many"], "argument --max-turns: invalid int value: 'many'"),
+        (["fly"], "invalid choice: 'fly'"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_bad_usage_exits_2_with_argparse_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv, model=ScriptedModel()) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--help"]) == 0
+    help_text = capsys.readouterr().out
+    for flag in ("--model", "--server", "--api-key", "--max-turns", "--tool-choice", "--tools", "--json"):
+        assert flag in help_text
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"aerix {aerix.__version__}"
+
+
+def test_python_dash_m_aerix_runs_the_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.argv", ["aerix", "--version"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("aerix", run_name="__main__")
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"aerix {aerix.__version__}"
+
+
+# -- chat ------------------------------------------------------------------------
+
+
+def test_chat_keeps_the_conversation_and_reset_forgets_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("first\n\nsecond\n/reset\nthird\n"))
+    model = ScriptedModel(['{"final":"one"}', '{"final":"two"}', '{"final":"three"}'])
+    assert cli.main(["chat"], model=model) == 0  # EOF ends the chat
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if not line.startswith("usage:")] == [
+        "✓ final: one",
+        "✓ final: two",
+        "(conversation forgotten)",
+        "✓ final: three",
+    ]
+    users = [[m["content"] for m in c.messages if m["role"] == "user"] for c in model.calls]
+    assert users == [["first"], ["first", "second"], ["third"]]
+
+
+def test_chat_exit_stops_reading_and_json_prints_only_events(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n/reset\n/what\n/exit\nnever sent\n"))
+    model = ScriptedModel(['{"final":"hi"}'])
+    assert cli.main(["chat", "--json"], model=model) == 0
+    out, err = capsys.readouterr()
+    assert [e["type"] for e in _events(out)] == ["text", "usage", "final"]
+    assert len(model.calls) == 1
+    assert err == ""
+
+
+def test_chat_goes_on_after_a_run_without_a_final(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("loop\nagain\n"))
+    model = ScriptedModel([CALL, '{"final":"done"}'])
+    assert cli.main(["chat", "--max-turns", "1"], model=model) == 0
+    out = capsys.readouterr().out
+    assert "✗ end (turns)" in out and "✓ final: done" in out
+
+
+# -- Ctrl-C ------------------------------------------------------------------------
+
+
+def _ctrl_c(times: int) -> Any:
+    """A script step that stalls, with Ctrl-C pressed `times` while the model generates."""
+
+    def press(messages: object) -> Stall:
+        loop = asyncio.get_running_loop()
+        for _ in range(times):
+            loop.call_soon(signal.raise_signal, signal.SIGINT)
+        return Stall(text='{"final":"')
+
+    return press
+
+
+def test_ctrl_c_aborts_the_run_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    assert cli.main(["run", "wait", "--json"], model=ScriptedModel([_ctrl_c(1)])) == 1
+    out, err = capsys.readouterr()
+    assert _events(out)[-1] == {"type": "end", "reason": "abort", "message": "interrupted (Ctrl-C)"}
+    assert "Traceback" not in err
+    assert signal.getsignal(signal.SIGINT) is before
+
+    assert cli.main(["run", "wait"], model=ScriptedModel([_ctrl_c(1)])) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "✗ end (abort): interrupted (Ctrl-C)"
+    assert re.fullmatch(r"usage: no generation finished · \d+\.\d s", lines[1])
+
+
+def test_a_second_ctrl_c_exits(capsys: pytest.CaptureFixture[str]) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    assert cli.main(["run", "wait"], model=ScriptedModel([_ctrl_c(2)])) == 130
+    assert capsys.readouterr().err.strip() == "aerix: interrupted"
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_in_chat_aborts_the_run_and_the_chat_goes_on(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("wait\nnext\n"))
+    model = ScriptedModel([_ctrl_c(1), '{"final":"back"}'])
+    assert cli.main(["chat"], model=model) == 0
+    out = capsys.readouterr().out
+    assert "✗ end (abort): interrupted (Ctrl-C)" in out and "✓ final: back" in out
+
+
+# -- --server ------------------------------------------------------------------------
+
+
+class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
+    """Answers every chat completion with one streamed turn; records the requests."""
+
+    requests: ClassVar[list[dict[str, Any]]] = []
+    turn = '{"final":"from the server"}'
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.requests.append({"path": self.path, "auth": self.headers.get("authorization"), "body": body})
+        chunks = [{"choices": [{"index": 0, "delta": {"content": self.turn}, "finish_reason": None}]}]
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        usage = {"prompt_tokens": 50, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 32}}
+        chunks.append({"choices": [], "usage": usage})
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for data in [*map(json.dumps, chunks), "[DONE]"]:
+            self.wfile.write(f"data: {data}\n\n".encode())
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _FakeOpenAI.requests = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_server_runs_on_an_openai_compatible_server(
+    server: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(cli.API_KEY_ENV, raising=False)
+    argv = ["run", "hi", "--server", server, "--model", "big-model", "--api-key", "sekrit"]
+    assert cli.main([*argv, "--json"]) == 0
+    events = _events(capsys.readouterr().out)
+    assert events[-1] == {"type": "final", "text": "from the server", "thought": None}
+    assert {"type": "usage", "prompt_tokens": 50, "completion_tokens": 7, "cached_tokens": 32} in events
+    (request,) = _FakeOpenAI.requests
+    assert request["path"] == "/v1/chat/completions"
+    assert request["auth"] == "Bearer sekrit"
+    assert request["body"]["model"] == "big-model"
+    assert request["body"]["messages"][-1] == {"role": "user", "content": "hi"}
+    assert "response_format" in request["body"]  # the turn schema, json_schema dialect
+
+
+def test_server_takes_the_api_key_from_the_environment(
+    server: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cli.API_KEY_ENV, "from-env")
+    assert cli.main(["run", "hi", "--server", server, "--model", "m"]) == 0
+    assert "✓ final: from the server" in capsys.readouterr().out
+    assert _FakeOpenAI.requests[0]["auth"] == "Bearer from-env"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--server", "http://127.0.0.1:1/v1"], "aerix: error: --server needs --model NAME"),
+        (["--server", "localhost:8000", "--model", "m"], "aerix: error: --server: base_url must be"),
+    ],
+)
+def test_server_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "hi", *argv]) == 2
+    assert capsys.readouterr().err.startswith(message)
+
+
+def test_an_unreachable_server_ends_the_run_with_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = ["run", "hi", "--server", f"http://127.0.0.1:{port}/v1", "--model", "m"]
+    assert cli.main(argv) == 1
+    assert "✗ end (error): " in capsys.readouterr().out
+
+
+# -- the local model -------------------------------------------------------------------
+
+
+def test_a_missing_gguf_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+    missing = str(tmp_path / "nope.gguf")
+    assert cli.main(["run", "hi", "--model", missing]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aerix: error: --model: no GGUF file at ") and missing in err
+
+
+@pytest.mark.slow
+def test_run_on_the_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("llama_cpp", reason="the local engine needs the llama extra")
+    code = cli.main(["run", "What is 12 times 7?", "--json", "--max-turns", "2", "--seed", "1"])
+    events = _events(capsys.readouterr().out)
+    endings = [e for e in events if e["type"] in ("final", "end")]
+    assert len(endings) == 1 and events[-1] is endings[0]
+    assert code == (0 if endings[0]["type"] == "final" else 1)
+    assert any(e["type"] == "usage" and e["prompt_tokens"] > 0 for e in events)
+
+
+# -- colour and symbols ------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_terminal_without_no_color() -> None:
+    assert use_color(_Terminal(), {}) is True
+    assert use_color(_Terminal(), {"NO_COLOR": "1"}) is False
+    assert use_color(_Terminal(), {"NO_COLOR": ""}) is True  # no-color.org: set and not empty
+    assert use_color(io.StringIO(), {}) is False
+
+
+def test_coloured_output_and_ascii_fallback() -> None:
+    out = _Terminal()
+    printer = HumanPrinter(out, color=True)
+    printer.event(aerix.FinalEvent(text="done"))
+    assert out.getvalue() == "\x1b[32m✓ final:\x1b[0m done\n"
+
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    assert Symbols.for_stream(ascii_out).call == "->"
+
+
+def test_usage_line_when_the_engine_reports_no_counts() -> None:
+    out = io.StringIO()
+    printer = HumanPrinter(out)
+    printer.run_started()
+    printer.event(aerix.UsageEvent(prompt_tokens=0, completion_tokens=0))
+    printer.event(aerix.FinalEvent(text="ok"))
+    printer.run_done(1.25)
+    assert out.getvalue().splitlines()[-1] == "usage: no token counts from the engine · 1.2 s"
+
+
+def _events(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines()]
