@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,9 +28,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "aerix.engines.LlamaCpp needs llguidance for JSON constraints: pip install 'aerix[llama]'"
     ) from exc
 
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
+
 __all__ = ["COMPACT_JSON", "Constrained", "SchemaCompiler"]
 
-COMPACT_JSON: dict[str, Any] = {"whitespace_flexible": False}
+COMPACT_JSON: JsonCompileOptions = {"whitespace_flexible": False}
 """llguidance's JSON options by default: no whitespace between tokens. A schema
 may override them with its own `"x-guidance"` key."""
 

@@ -93,7 +93,7 @@ class TextStream:
     to be one.
 
     Args:
-        stops: Stop strings; the text ends before the first one that appears.
+        stops: Stop strings; the text ends before the first one to be complete.
     """
 
     def __init__(self, stops: Sequence[str] = ()) -> None:
@@ -120,10 +120,11 @@ class TextStream:
         return out
 
     def _scan(self, buf: str) -> str:
-        cut = min((i for i in (buf.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        # The stop string completed first wins (the earliest end), as when streaming token by token.
+        hits = [(i + len(s), i) for s in self._stops if (i := buf.find(s)) >= 0]
+        if hits:
             self.stopped, self._held = True, ""
-            return buf[:cut]
+            return buf[: min(hits)[1]]
         hold = 0
         for s in self._stops:
             for k in range(min(len(s) - 1, len(buf)), hold, -1):

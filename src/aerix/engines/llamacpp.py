@@ -12,7 +12,6 @@ share one engine.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import threading
 import time
@@ -24,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from ..abort import AbortSignal
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
+from ._llama_request import Request, parse_request
+from ._llama_vocab import Vocab
 from ._prefix import TokenHistory
-from ._sampling import Sampling, TextStream, sample
+from ._sampling import TextStream, sample
 
 try:
     import llama_cpp
@@ -38,8 +38,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
 
 __all__ = ["GenerationStats", "LlamaCpp"]
-
-_OPTION_KEYS = frozenset(GenerateOptions.__optional_keys__)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,21 +60,10 @@ class GenerationStats:
     """Seconds spent generating."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Request:
-    prompt: list[ChatMessage]
-    sampling: Sampling
-    max_tokens: int | None
-    seed: int | None
-    stop: tuple[str, ...]
-    schema: object
-    signal: AbortSignal | None
-
-
 class _Job:
     """One generation travelling from the event loop to the worker thread."""
 
-    def __init__(self, request: _Request, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, request: Request, loop: asyncio.AbstractEventLoop) -> None:
         self.request = request
         self.queue: asyncio.Queue[Delta | BaseException] = asyncio.Queue()
         self.cancelled = threading.Event()
@@ -103,6 +90,8 @@ class LlamaCpp:
         n_batch: The most tokens evaluated in one `llama_decode` call.
         prefill_chunk: Tokens prefilled between two checks of the abort signal.
         chat_template: A Jinja chat template to use instead of the model's own.
+        jump_forward: Under a constraint, evaluate the tokens the schema forces in
+            one batch instead of sampling them one by one (turn off only to compare).
         verbose: Let llama.cpp print its logs.
         **llama_kwargs: Passed on to `llama_cpp.Llama`.
 
@@ -118,8 +107,9 @@ class LlamaCpp:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_batch: int = 512,
-        prefill_chunk: int = 128,
+        prefill_chunk: int = 64,
         chat_template: str | None = None,
+        jump_forward: bool = True,
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
@@ -146,23 +136,31 @@ class LlamaCpp:
         self.model_path = path
         """The GGUF file."""
         self._ctx = self._llama.ctx
-        self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
-        self._n_vocab = int(self._llama.n_vocab())
+        self._vocab = Vocab(self._llama.model)
+        self._n_vocab = self._vocab.size
         self._n_ctx = int(self._llama.n_ctx())
+        if self._llama.input_ids.shape[0] < self._n_ctx:
+            # llama.cpp rounded the context up; llama-cpp-python sized its token
+            # record by the requested length and would silently drop the rest.
+            self._llama.input_ids = np.zeros(self._n_ctx, dtype=np.intc)
         self._chunk = min(prefill_chunk, n_batch)
-        self._pieces: dict[int, tuple[bytes, bytes]] = {}
+        self._jump_forward = jump_forward
         self._template = self._load_template(chat_template)
         self._bos = self._template.bos_token.encode()
         # Byte matching is exact only for byte-level BPE; other vocabularies
         # (SentencePiece) re-add a leading space when a piece is tokenised alone.
-        self._text_reuse = llama_cpp.llama_vocab_type(self._vocab) == llama_cpp.LLAMA_VOCAB_TYPE_BPE
-        self._schemas = SchemaCompiler(self._make_lltokenizer, self._n_vocab)
+        self._text_reuse = self._vocab.byte_level
+        self._schemas = SchemaCompiler(self._vocab.lltokenizer, self._n_vocab)
         self._history = TokenHistory()
         self._rng = np.random.default_rng()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aerix-llamacpp")
         self._closed = False
+        self._current: _Job | None = None
         self.last_stats: GenerationStats | None = None
         """What the latest finished generation cost."""
+
+    def __repr__(self) -> str:
+        return f"LlamaCpp({str(self.model_path)!r}, n_ctx={self._n_ctx})"
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -183,11 +181,24 @@ class LlamaCpp:
         """The prompt text that `chat(messages)` would evaluate."""
         return self._template.render(messages)
 
+    def reset(self) -> None:
+        """Forget the KV cache: the next prompt is prefilled in full.
+
+        Waits for the generations already started or queued.
+        """
+        self._worker.submit(self._truncate, 0).result()
+
     def close(self) -> None:
-        """Free the model; waits for a running generation to end. Later calls do nothing."""
+        """Stop any generation, free the model. Later calls do nothing.
+
+        This waits for the worker thread (at most one token or prefill chunk).
+        """
         if self._closed:
             return
         self._closed = True
+        job = self._current
+        if job is not None:
+            job.cancelled.set()
         self._worker.shutdown(wait=True, cancel_futures=True)
         self._llama.close()
 
@@ -210,7 +221,7 @@ class LlamaCpp:
         """
         if self._closed:
             raise RuntimeError("this LlamaCpp engine is closed")
-        job = _Job(_request(messages, opts), asyncio.get_running_loop())
+        job = _Job(parse_request(messages, opts), asyncio.get_running_loop())
         self._worker.submit(self._run, job)
         try:
             while True:
@@ -228,10 +239,13 @@ class LlamaCpp:
     def _run(self, job: _Job) -> None:
         if job.cancelled.is_set():
             return
+        self._current = job
         try:
             self._generate(job)
         except BaseException as exc:
             job.emit(exc)
+        finally:
+            self._current = None
 
     def _generate(self, job: _Job) -> None:
         req = job.request
@@ -244,7 +258,6 @@ class LlamaCpp:
                 f"the prompt has {len(plan.tokens)} tokens and does not fit in the context "
                 f"of {self._n_ctx}; pass a larger n_ctx to LlamaCpp (or aerix.load)"
             )
-        self._truncate(plan.reuse)
         counts = {"prefilled": 0, "generated": 0, "forced": 0}
         t1 = t0
         finish: FinishReason = "stop"
@@ -252,7 +265,9 @@ class LlamaCpp:
             todo = plan.tokens[plan.reuse :]
             for i in range(0, len(todo), self._chunk):
                 if job.stopped():
-                    break
+                    break  # an abort before the first chunk leaves the cache untouched
+                if i == 0:
+                    self._truncate(plan.reuse)
                 chunk = todo[i : i + self._chunk]
                 self._eval(chunk)
                 self._history.extend_prompt(chunk)
@@ -283,7 +298,11 @@ class LlamaCpp:
         job.emit(Delta(done=True, finish=finish, usage=usage))
 
     def _decode(self, job: _Job, constrained: Constrained | None, counts: dict[str, int]) -> FinishReason:
-        """Generate after a complete prefill; the last generated token is never evaluated."""
+        """Generate after a complete prefill.
+
+        The cache ends up holding every generated token but the last one sampled
+        or forced (an end token, a token past a stop string or `max_tokens`).
+        """
         req = job.request
         rng = self._rng if req.seed is None else np.random.default_rng(req.seed)
         text = TextStream(req.stop)
@@ -297,8 +316,9 @@ class LlamaCpp:
                 if text.stopped:
                     return self._finish(job, text, "stop")
                 if constrained is not None and constrained.done:
-                    # Keep the cache one token short of the output, as after an EOS.
-                    self._eval_generated(batch[:-1], pieces)
+                    # Keep the cache one token short of the output, as after an end token.
+                    if self._n_tokens + len(batch) <= self._n_ctx:
+                        self._eval_generated(batch[:-1], pieces)
                     return self._finish(job, text, "stop")
                 if limit is not None and counts["generated"] >= limit:
                     return self._finish(job, text, "length")
@@ -312,7 +332,7 @@ class LlamaCpp:
             )
             mask = None if constrained is None else constrained.fill_mask()
             token = sample(logits, req.sampling, rng, mask)
-            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+            if self._vocab.is_end(token):
                 return self._finish(job, text, "stop")
             batch = [token]
             if constrained is not None:
@@ -322,7 +342,7 @@ class LlamaCpp:
 
     def _forced(self, constrained: Constrained | None, room: int | None, counts: dict[str, int]) -> list[int]:
         """The tokens the schema forces now (consumed), at most `room` of them."""
-        if constrained is None or constrained.done or room == 0:
+        if constrained is None or not self._jump_forward or constrained.done or room == 0:
             return []
         forced = constrained.forced()[:room]
         if forced:
@@ -337,7 +357,7 @@ class LlamaCpp:
         return finish
 
     def _emit_text(self, job: _Job, text: TextStream, batch: list[int]) -> list[bytes]:
-        pieces = [self._piece(t) for t in batch]
+        pieces = [self._vocab.piece(t) for t in batch]
         out = text.push(b"".join(p[1] for p in pieces))
         if out:
             job.emit(Delta(text=out))
@@ -387,24 +407,6 @@ class LlamaCpp:
         tokens: list[int] = self._llama.tokenize(text, add_bos=add_bos, special=True)
         return tokens
 
-    def _piece(self, token: int) -> tuple[bytes, bytes]:
-        """The token's bytes: (with special tokens spelled out, as shown to the user)."""
-        cached = self._pieces.get(token)
-        if cached is None:
-            raw = _token_to_piece(self._vocab, token, special=True)
-            control = llama_cpp.llama_vocab_get_attr(self._vocab, token) & (
-                llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-            )
-            cached = (raw, b"" if control else raw)
-            self._pieces[token] = cached
-        return cached
-
-    def _make_lltokenizer(self) -> Any:
-        from llguidance.llamacpp import lltokenizer_from_vocab
-
-        eog = [t for t in range(self._n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)]
-        return lltokenizer_from_vocab(self._vocab, n_vocab=self._n_vocab, eos_token=eog or None)
-
     def _load_template(self, override: str | None) -> ChatTemplate:
         source = override or self._llama.metadata.get("tokenizer.chat_template")
         if not source:
@@ -412,74 +414,8 @@ class LlamaCpp:
                 f"{str(self.model_path)!r} has no chat template in its metadata "
                 "(tokenizer.chat_template); pass one as LlamaCpp(..., chat_template=...)"
             )
-
-        def text(token: int) -> str:
-            if token < 0:
-                return ""
-            return _token_to_piece(self._vocab, token, special=True).decode(errors="replace")
-
         return ChatTemplate(
-            source, bos_token=text(self._llama.token_bos()), eos_token=text(self._llama.token_eos())
+            source,
+            bos_token=self._vocab.text(self._llama.token_bos()),
+            eos_token=self._vocab.text(self._llama.token_eos()),
         )
-
-
-def _token_to_piece(vocab: Any, token: int, *, special: bool) -> bytes:
-    size = 64
-    while True:
-        buf = ctypes.create_string_buffer(size)
-        n = int(llama_cpp.llama_token_to_piece(vocab, token, buf, size, 0, special))
-        if n >= 0:
-            return buf.raw[:n]
-        size = -n
-
-
-def _request(messages: list[ChatMessage], opts: GenerateOptions | None) -> _Request:
-    """Check the options; the errors name the option, the value and what is allowed."""
-    o: dict[str, Any] = dict(opts or {})
-    unknown = sorted(set(o) - _OPTION_KEYS)
-    if unknown:
-        raise AerixError("options", f"unknown option(s) {unknown}; allowed: {sorted(_OPTION_KEYS)}")
-
-    def number(key: str, lo: float, hi: float, kind: type = float) -> Any:
-        value = o.get(key)
-        if value is None:
-            return None
-        ok = isinstance(value, int if kind is int else (int, float)) and not isinstance(value, bool)
-        if not ok or not lo <= value <= hi:
-            kind_name = "an integer" if kind is int else "a number"
-            raise AerixError("options", f"{key} must be {kind_name} in [{lo}, {hi}], got {value!r}")
-        return value
-
-    defaults = Sampling()
-    temperature = number("temperature", 0.0, 100.0)
-    top_p = number("top_p", 0.0, 1.0)
-    top_k = number("top_k", 0, 1 << 31, int)
-    min_p = number("min_p", 0.0, 1.0)
-    max_tokens = number("max_tokens", 1, 1 << 31, int)
-    seed = number("seed", -(1 << 63), 1 << 64, int)
-    stop = o.get("stop") or []
-    if not isinstance(stop, list | tuple) or not all(isinstance(s, str) for s in stop):
-        raise AerixError("options", f"stop must be a list of strings, got {stop!r}")
-    constraint = o.get("constraint")
-    if constraint is not None and not (isinstance(constraint, dict) and set(constraint) == {"json"}):
-        raise AerixError("options", f'constraint must be {{"json": <JSON Schema>}}, got {constraint!r}')
-    signal = o.get("signal")
-    if signal is not None and not isinstance(signal, AbortSignal):
-        raise AerixError("options", f"signal must be an AbortSignal, got {signal!r}")
-    for m in messages:
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
-            raise AerixError("options", f"each message needs a role and a string content, got {m!r}")
-    return _Request(
-        prompt=list(messages),
-        sampling=Sampling(
-            temperature=defaults.temperature if temperature is None else float(temperature),
-            top_k=defaults.top_k if top_k is None else top_k,
-            top_p=defaults.top_p if top_p is None else float(top_p),
-            min_p=defaults.min_p if min_p is None else float(min_p),
-        ),
-        max_tokens=max_tokens,
-        seed=None if seed is None else seed % (1 << 64),
-        stop=tuple(stop),
-        schema=None if constraint is None else constraint["json"],
-        signal=signal,
-    )

