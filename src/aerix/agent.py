@@ -179,6 +179,7 @@ class Agent:
         self._messages: list[ChatMessage] = []
         self._next_id = 0
         self._busy = False
+        self._guard: _Guard | None = None
         self._lock = threading.Lock()
 
     @property
@@ -297,6 +298,7 @@ class Agent:
         unfollow = controller.follow(user_signal)
         signal = controller.signal
         guard = _Guard(signal)
+        self._guard = guard
         limits, tools = self._limits, self._tools
         pending: list[ChatMessage] = [{"role": "user", "content": prompt}]
         retry: list[ChatMessage] = []
@@ -325,6 +327,10 @@ class Agent:
                         async for delta in stream:
                             if done is not None:
                                 raise RuntimeError("the model sent a delta after its done delta")
+                            if not isinstance(delta.text, str):
+                                raise TypeError(
+                                    f"the model sent a delta whose text is {type(delta.text).__name__}"
+                                )
                             if delta.text:
                                 parts.append(delta.text)
                                 guard.disarm()
@@ -392,6 +398,7 @@ class Agent:
                             more = check_on_final(
                                 await _call_hook("on_final", self._hooks.on_final, turn.final)
                             )
+                            guard.arm()
                         pending.append({"role": "assistant", "content": text})
                         if more is None:
                             self._commit(pending)
@@ -439,20 +446,24 @@ class Agent:
             except _Abort:
                 ending = _aborted(signal)
             except asyncio.CancelledError:
-                if not guard.owns_cancel():
+                if guard.owns_cancel():
+                    ending = _aborted(signal)
+                elif (task := asyncio.current_task()) is not None and task.cancelling() == 0:
+                    ending = EndEvent(reason="error", message="CancelledError raised inside the run")
+                else:
                     raise
-                ending = _aborted(signal)
             except HookError as exc:
-                ending = EndEvent(reason="error", message=str(exc))
+                ending = _aborted(signal) if signal.aborted else EndEvent(reason="error", message=str(exc))
             except Exception as exc:  # an engine failure: the run's end, never an exception
-                ending = EndEvent(reason="error", message=_describe(exc))
+                ending = (
+                    _aborted(signal) if signal.aborted else EndEvent(reason="error", message=_describe(exc))
+                )
             guard.disarm()
+            # free the agent before the last event: a consumer may break on it
+            self._release(guard, controller, unfollow)
             yield ending
         finally:
-            guard.close()
-            controller.abort("run ended")  # stops tools or engines still holding the signal
-            unfollow()
-            self._busy = False
+            self._release(guard, controller, unfollow)
 
     async def _before_call(self, call: Call) -> Call | str:
         """Apply `before_call`: the call to run, or the refusal text."""
@@ -465,6 +476,13 @@ class Agent:
         if key == "deny":
             return f"refused: {value}"
         return replace(call, input=value)
+
+    def _release(self, guard: _Guard, controller: AbortController, unfollow: Callable[[], None]) -> None:
+        guard.close()
+        controller.abort("run ended")  # stops tools or engines still holding the signal
+        unfollow()
+        if self._guard is guard:  # not a newer run's state
+            self._guard, self._busy = None, False
 
     def _commit(self, pending: list[ChatMessage]) -> None:
         self._messages.extend(pending)
@@ -489,7 +507,10 @@ async def _call_hook(name: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message cannot be printed)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -30,7 +30,7 @@ EndReason = Literal["turns", "retries", "abort", "error"]
 or an error (an engine failure, or a hook that raised or returned a bad value)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Call:
     """One tool call of a turn."""
 
@@ -46,7 +46,7 @@ class Call:
         return {"id": self.id, "tool": self.tool, "input": self.input}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class TextEvent:
     """Raw model text, as it streams."""
 
@@ -59,7 +59,7 @@ class TextEvent:
         return {"type": self.type, "text": self.text}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class UsageEvent:
     """Token counts of one generation (one per generation)."""
 
@@ -81,7 +81,7 @@ class UsageEvent:
         }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class TurnEvent:
     """A valid turn that calls tools."""
 
@@ -103,7 +103,7 @@ class TurnEvent:
         }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CallEvent:
     """A call about to run (after `before_call`), or about to be refused."""
 
@@ -120,7 +120,7 @@ class CallEvent:
         return {"type": self.type, "id": self.id, "tool": self.tool, "input": self.input}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResultEvent:
     """A call's result, as the model will see it."""
 
@@ -145,7 +145,7 @@ class ResultEvent:
         }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RetryEvent:
     """A cut or bad turn is asked again."""
 
@@ -160,7 +160,7 @@ class RetryEvent:
         return {"type": self.type, "turn": self.turn, "reason": self.reason}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FinalEvent:
     """The run's answer: one of the two endings."""
 
@@ -175,7 +175,7 @@ class FinalEvent:
         return {"type": self.type, "text": self.text, "thought": self.thought}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class EndEvent:
     """The run ended without a final: the other ending."""
 

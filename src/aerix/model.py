@@ -61,7 +61,7 @@ class GenerateOptions(GenerationOptions, total=False):
     signal: AbortSignal
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one generation."""
 
@@ -73,7 +73,7 @@ class Usage:
     """Prompt tokens reused from the engine's cache instead of prefilled."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Delta:
     """One piece of a streamed generation."""
 

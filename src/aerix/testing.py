@@ -78,7 +78,7 @@ class ScriptedModel:
     """A `Model` that plays a script, one entry per generation, and records every call.
 
     Args:
-        script: One entry per generation, in order: the turn text (a `str`),
+        turns: One entry per generation, in order: the turn text (a `str`),
             a `Cut`, `Fail`, `Stall` or `NoDone`, or a callable that gets the
             messages and returns one of those.
         chunk_size: Stream the text in deltas of this many characters
@@ -90,8 +90,8 @@ class ScriptedModel:
     that the conversation only appends.
     """
 
-    def __init__(self, script: Iterable[Script] = (), *, chunk_size: int | None = None) -> None:
-        self._script = list(script)
+    def __init__(self, turns: Iterable[Script] = (), *, chunk_size: int | None = None) -> None:
+        self._script = list(turns)
         self._chunk = chunk_size
         self.calls: list[ScriptedCall] = []
         """Every generation asked for, in order."""

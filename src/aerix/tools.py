@@ -84,6 +84,10 @@ class Field:
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "required", required)
+        if enum is not None and (
+            isinstance(enum, str | bytes | Mapping) or not isinstance(enum, typing.Iterable)
+        ):
+            raise AerixError("options", f"enum must be a list of values, got {enum!r}")
         object.__setattr__(self, "enum", None if enum is None else tuple(enum))
 
 
@@ -500,11 +504,19 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
             value = await _workers.run(t.run, input, cx)
             if inspect.isawaitable(value):  # a plain function that returned a coroutine
                 value = await value
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        return "error: CancelledError", True
     except Exception as exc:
         return f"error: {_describe(exc)}", True
     return result_text(value)
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message cannot be printed)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -203,7 +203,7 @@ def parse_turn(text: str, tools: Sequence[Tool], tool_choice: str = "auto") -> T
     for i, c in enumerate(raw[:MAX_CALLS], 1):
         if not isinstance(c, dict) or set(c) != {"tool", "input"}:
             return BadTurn(reason=f'call {i} must be {{"tool":"<name>","input":{{...}}}}')
-        if c["tool"] not in allowed:
+        if not isinstance(c["tool"], str) or c["tool"] not in allowed:
             names = ", ".join(sorted(allowed))
             return BadTurn(reason=f"call {i}: unknown tool {_short(c['tool'])} (tools: {names})")
         if not isinstance(c["input"], dict):
@@ -219,6 +219,8 @@ def _json_error(exc: BaseException) -> str:
 
 
 def _short(v: object) -> str:
+    if isinstance(v, list | dict):
+        return "a list" if isinstance(v, list) else "an object"
     s = json.dumps(v, ensure_ascii=False) if isinstance(v, str) else repr(v)
     return s if len(s) <= 60 else s[:59] + "…"
 
