@@ -431,3 +431,18 @@ def test_usage_line_when_the_engine_reports_no_counts() -> None:
 
 def _events(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines()]
+
+
+def test_playground_serves_the_given_model_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aerix.playground
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(aerix.playground, "serve", lambda **kw: seen.update(kw))
+    model = ScriptedModel([])
+    assert cli.main(["playground", "--port", "8123"], model=model) == 0
+    assert seen["model"] is model and seen["host"] == "127.0.0.1" and seen["port"] == 8123
+
+
+def test_playground_refuses_a_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["playground", "--port", "70000"], model=ScriptedModel([])) == 2
+    assert "--port: 70000 is not a port" in capsys.readouterr().err

@@ -100,7 +100,7 @@ class AbortSignal:
 class AbortController:
     """Owns an `AbortSignal` and aborts it.
 
-    Example:
+    Examples:
         >>> controller = AbortController()
         >>> controller.signal.aborted
         False

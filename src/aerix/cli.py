@@ -77,6 +77,8 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, bad usage
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
+    if args.command == "playground":
+        return _playground(args, model)
     out, err = sys.stdout, sys.stderr
     spinner = Spinner(err, Symbols.for_stream(err).frames)
     printer: Printer = (
@@ -108,9 +110,9 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: `aerix run PROMPT [options]` and `aerix chat [options]`."""
-    common = argparse.ArgumentParser(add_help=False)
-    m = common.add_argument_group("model")
+    """The command line: `aerix run PROMPT [options]`, `aerix chat [options]` and `aerix playground`."""
+    model_options = argparse.ArgumentParser(add_help=False)
+    m = model_options.add_argument_group("model")
     m.add_argument(
         "--model",
         metavar="NAME|PATH",
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("json_schema", "json_object", "none"),
         help="how the server gets the turn schema (default: json_schema)",
     )
+    common = argparse.ArgumentParser(add_help=False, parents=[model_options])
     a = common.add_argument_group("agent")
     a.add_argument(
         "--instructions", metavar="TEXT", default=DEFAULT_INSTRUCTIONS, help="the system instructions"
@@ -193,7 +196,64 @@ def build_parser() -> argparse.ArgumentParser:
         help="a conversation, one prompt per line of stdin",
         description="A conversation: one prompt per line of stdin. /reset forgets it; /exit or EOF ends.",
     )
+    playground = commands.add_parser(
+        "playground",
+        parents=[model_options],
+        help="serve the playground page on 127.0.0.1",
+        description="Serve a page that runs an agent with the demo tools and shows its runs as they "
+        "stream, on 127.0.0.1 (needs: pip install 'aerix[playground]').",
+    )
+    p = playground.add_argument_group("page")
+    p.add_argument(
+        "--port", type=int, default=8000, metavar="N", help="the port (default: 8000; 0: any free one)"
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address to listen on (default: 127.0.0.1); any other lets the network use the model "
+        "and the tools",
+    )
+    p.add_argument(
+        "--instructions", metavar="TEXT", default=DEFAULT_INSTRUCTIONS, help="the default instructions"
+    )
     return parser
+
+
+def _playground(args: argparse.Namespace, model: Model | None) -> int:
+    """`aerix playground`: serve the page until Ctrl-C."""
+    try:
+        from .playground import serve
+    except ImportError as exc:
+        sys.stderr.write(f"aerix: error: {exc}\n")
+        return 1
+    if not 0 <= args.port <= 65535:
+        sys.stderr.write(f"aerix: error: --port: {args.port} is not a port (0 to 65535)\n")
+        return 2
+    spinner = Spinner(sys.stderr, Symbols.for_stream(sys.stderr).frames)
+    try:
+        _check_model_flags(args)
+        owned = None if model is not None else _open_model(args, spinner)
+    except _Failure as exc:
+        sys.stderr.write(f"aerix: error: {exc.message}\n")
+        return exc.code
+    finally:
+        spinner.stop()
+    engine = model if model is not None else owned
+    assert engine is not None
+    name = f"{args.model} at {args.server}" if args.server else args.model or DEFAULT_MODEL
+    try:
+        serve(model=engine, host=args.host, port=args.port, instructions=args.instructions, model_name=name)
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        sys.stderr.write(f"aerix: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        close = getattr(owned, "close", None)
+        if close is not None:
+            close()
+    return 0
 
 
 class _Failure(Exception):

@@ -6,7 +6,7 @@ writes a file. Each is also a plain function (`calculate`, `now`,
 `convert_units`) that raises `ValueError` with a message saying what is
 wrong and what is allowed; the tools turn that into an `error: …` result.
 
-Example:
+Examples:
     >>> calculate("2 + 3 * 4")
     14
     >>> convert_units(10, "km", "mi")

@@ -1,6 +1,6 @@
 """`ScriptedModel`: a `Model` that plays scripted turns, for testing agents.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from aerix import Agent, tool
     >>> from aerix.testing import ScriptedModel

@@ -330,7 +330,7 @@ def tool(
     Raises:
         AerixError: `kind="options"`, naming what is wrong in the definition.
 
-    Example:
+    Examples:
         >>> @tool
         ... def add(a: int, b: int) -> int:
         ...     '''Add two integers.'''

@@ -1,0 +1,260 @@
+"""The playground's ASGI app: the page, its settings, and runs streamed as Server-Sent Events.
+
+Routes:
+
+- `GET /`: the page; `GET /static/…`: its script and style.
+- `GET /api/config`: the pickable tools and the default settings.
+- `GET /api/session`: this session's settings, whether it is busy, and the
+  events of its runs (a reloaded page shows the conversation again).
+- `POST /api/run` with `{"prompt": …, "settings": {…}}`: starts a run and
+  answers with `text/event-stream`: a `session` event (`{"type": "session",
+  "conversation": "same" | "new"}`), then one `data:` line of JSON
+  (`to_dict()`) per event, ending with the run's `final` or `end`. A session that is busy
+  gets HTTP 409 with `{"error": …}`; bad settings get 400. Closing the stream
+  aborts the run.
+- `POST /api/stop`: aborts this session's run. `POST /api/reset`: forgets
+  the conversation (409 during a run).
+
+A browser session is a cookie; each session has one `Agent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import AerixError
+from ..options import Hooks, Limits
+from ..tools import Tool
+from ._session import ModelFactory, Run, Session, SessionStore, Settings, parse_settings, tool_summaries
+
+__all__ = ["COOKIE", "DEFAULT_INSTRUCTIONS", "create_app"]
+
+STATIC = Path(__file__).parent / "static"
+COOKIE = "aerix_session"
+DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help, then answer briefly."
+HEARTBEAT_S = 10.0
+"""Seconds between keep-alive comments on a quiet stream (a closed tab is noticed on the next write)."""
+
+
+def create_app(
+    model_factory: ModelFactory,
+    *,
+    tools: Sequence[Tool] | None = None,
+    instructions: str = DEFAULT_INSTRUCTIONS,
+    limits: Limits | None = None,
+    temperature: float | None = 0.0,
+    hooks: Hooks | Mapping[str, Any] | None = None,
+    model_name: str = "",
+    allowed_hosts: Sequence[str] | None = None,
+) -> Starlette:
+    """The playground as an ASGI app (Starlette), to serve with any ASGI server.
+
+    Args:
+        model_factory: Makes the model of each new agent: a session's first run,
+            or a run after its settings changed. Sync factories run on a worker
+            thread; async ones are awaited. Return one shared engine
+            (`lambda: engine`) to share a loaded model between sessions.
+        tools: The tools the page can pick from (default: the demo tools).
+            All are picked at first.
+        instructions: The default instructions (the page can edit them).
+        limits: The default limits (the page can edit them).
+        temperature: The default temperature, from 0 to 2 (`None`: the engine's).
+        hooks: Hooks for every agent (a `Hooks` or a dict), e.g. a
+            `before_call` that refuses some calls.
+        model_name: Shown in the page's header.
+        allowed_hosts: Host names the app answers to (others get 400), e.g.
+            `["127.0.0.1", "localhost"]` against DNS rebinding; `None`: any.
+
+    Raises:
+        AerixError: `kind="options"` for two tools with one name or bad defaults.
+    """
+    pickable = list(_demo_tools() if tools is None else tools)
+    by_name: dict[str, Tool] = {}
+    for t in pickable:
+        if not isinstance(t, Tool):
+            raise AerixError(
+                "options", f"tools must be Tool objects, got {t!r}; decorate it with @aerix.tool"
+            )
+        if t.name in by_name:
+            raise AerixError("options", f"two tools are named {t.name!r}; tool names must be unique")
+        by_name[t.name] = t
+    agent_hooks = Hooks.of(hooks)
+    defaults = parse_settings(
+        {"temperature": temperature},
+        Settings(instructions=instructions, tools=tuple(by_name), limits=limits or Limits()),
+        by_name,
+    )
+    store = SessionStore()
+    config = {"model": model_name, "tools": tool_summaries(pickable), "defaults": defaults.to_dict()}
+
+    async def page(request: Request) -> Response:
+        session, new = _session(request, store)
+        response = FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+        return _with_cookie(response, session, new)
+
+    async def get_config(request: Request) -> Response:
+        return JSONResponse(config)
+
+    async def get_session(request: Request) -> Response:
+        session, new = _session(request, store)
+        body = {
+            "busy": session.busy,
+            "settings": (session.settings or defaults).to_dict(),
+            "runs": [r.to_dict() for r in session.runs],
+        }
+        return _with_cookie(JSONResponse(body), session, new)
+
+    async def post_run(request: Request) -> Response:
+        refused = _refuse_cross_site(request, json_body=True)
+        if refused is not None:
+            return refused
+        session, new = _session(request, store)
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, 'the body must be JSON: {"prompt": "...", "settings": {...}}', session, new)
+        prompt = body.get("prompt") if isinstance(body, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            return _error(400, "the prompt is empty; type a message first", session, new)
+        if session.busy:
+            return _busy(session, new)
+        try:
+            settings = parse_settings(body.get("settings"), defaults, by_name)
+            run, dropped = await session.start(prompt, settings, by_name, model_factory, agent_hooks)
+        except AerixError as exc:
+            if exc.kind == "busy":
+                return _busy(session, new)
+            return _error(400, exc.message, session, new)
+        except Exception as exc:  # the model factory failed
+            return _error(500, f"could not make the model: {type(exc).__name__}: {exc}", session, new)
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        stream = _stream(run, {"type": "session", "conversation": "new" if dropped else "same"})
+        response = StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+        return _with_cookie(response, session, new)
+
+    async def post_stop(request: Request) -> Response:
+        refused = _refuse_cross_site(request)
+        if refused is not None:
+            return refused
+        session, new = _session(request, store)
+        stopped = session.stop("stopped from the page")
+        return _with_cookie(JSONResponse({"stopped": stopped}), session, new)
+
+    async def post_reset(request: Request) -> Response:
+        refused = _refuse_cross_site(request)
+        if refused is not None:
+            return refused
+        session, new = _session(request, store)
+        try:
+            session.reset()
+        except AerixError as exc:
+            return _error(409, exc.message, session, new)
+        return _with_cookie(JSONResponse({"reset": True}), session, new)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for session in store:  # shutting down: end the runs in progress with `abort`
+            session.stop("the server is shutting down")
+        tasks = [s.current.task for s in store if s.current is not None and s.current.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+
+    middleware = (
+        [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] if allowed_hosts else []
+    )
+    app = Starlette(
+        routes=[
+            Route("/", page),
+            Route("/api/config", get_config),
+            Route("/api/session", get_session),
+            Route("/api/run", post_run, methods=["POST"]),
+            Route("/api/stop", post_stop, methods=["POST"]),
+            Route("/api/reset", post_reset, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+    app.state.sessions = store
+    return app
+
+
+async def _stream(run: Run, hello: dict[str, Any]) -> AsyncIterator[str]:
+    """The run's events as SSE frames; leaving early (a closed tab) aborts the run."""
+    getter: asyncio.Future[dict[str, Any] | None] | None = None
+    try:
+        yield _frame(hello, event="session")
+        while True:
+            # One pending get at a time, never cancelled by the heartbeat: no event is lost.
+            getter = getter or asyncio.ensure_future(run.queue.get())
+            done, _ = await asyncio.wait({getter}, timeout=HEARTBEAT_S)
+            if not done:
+                yield ": keep-alive\n\n"
+                continue
+            item, getter = getter.result(), None
+            if item is None:
+                return
+            yield _frame(item)
+    finally:
+        if getter is not None:
+            getter.cancel()
+        if not run.finished:
+            run.controller.abort("the page closed the stream")
+
+
+def _frame(data: dict[str, Any], event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _session(request: Request, store: SessionStore) -> tuple[Session, bool]:
+    session = store.get(request.cookies.get(COOKIE))
+    if session is not None:
+        return session, False
+    return store.create(), True
+
+
+def _with_cookie(response: Response, session: Session, new: bool) -> Response:
+    if new:
+        response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", path="/")
+    return response
+
+
+def _error(status: int, message: str, session: Session, new: bool) -> Response:
+    return _with_cookie(JSONResponse({"error": message}, status_code=status), session, new)
+
+
+def _busy(session: Session, new: bool) -> Response:
+    message = "a run is already in progress in this session; press Stop or wait for its end"
+    return _error(409, message, session, new)
+
+
+def _refuse_cross_site(request: Request, *, json_body: bool = False) -> Response | None:
+    """Refuse a POST from another site's page (its `Origin` is not this host)."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        return JSONResponse({"error": f"cross-site request from {origin} refused"}, status_code=403)
+    if json_body and request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return JSONResponse({"error": "send the run as application/json"}, status_code=415)
+    return None
+
+
+def _demo_tools() -> list[Tool]:
+    from ..demo_tools import DEMO_TOOLS
+
+    return list(DEMO_TOOLS.values())

@@ -1,0 +1,447 @@
+"""The playground's ASGI app, in process: httpx's ASGI transport and a `ScriptedModel`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("starlette")
+
+from aerix import Limits, tool
+from aerix.demo_tools import DEMO_TOOLS
+from aerix.playground import _serve as serve_module
+from aerix.playground import create_app, serve
+from aerix.playground._session import Session
+from aerix.testing import ScriptedModel, Stall
+
+CALL = '{"calls":[{"tool":"add","input":{"a":2,"b":3}}]}'
+FINAL = '{"final":"5","thought":"2 + 3 is 5"}'
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def boom() -> str:
+    """Always fails."""
+    raise RuntimeError("no luck")
+
+
+def frames(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE frames of a response body: (event name, JSON data)."""
+    out = []
+    for frame in text.split("\n\n"):
+        name, data = "message", []
+        for line in frame.splitlines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        if data:
+            out.append((name, json.loads("\n".join(data))))
+    return out
+
+
+def events(text: str) -> list[dict[str, Any]]:
+    return [data for name, data in frames(text) if name == "message"]
+
+
+@pytest.fixture
+def scripted() -> Callable[..., tuple[Any, list[ScriptedModel]]]:
+    """An app whose agents each get a fresh ScriptedModel with `script`."""
+
+    def make(*script: Any, **kwargs: Any) -> tuple[Any, list[ScriptedModel]]:
+        models: list[ScriptedModel] = []
+
+        def factory() -> ScriptedModel:
+            models.append(ScriptedModel(script))
+            return models[-1]
+
+        kwargs.setdefault("tools", [add, boom])
+        return create_app(factory, **kwargs), models
+
+    return make
+
+
+@pytest.fixture
+async def client_for() -> AsyncIterator[Callable[[Any], httpx.AsyncClient]]:
+    clients: list[httpx.AsyncClient] = []
+
+    def make(app: Any) -> httpx.AsyncClient:
+        clients.append(
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+        )
+        return clients[-1]
+
+    yield make
+    for c in clients:
+        await c.aclose()
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    async def wait() -> None:
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(wait(), 10)
+
+
+def only_session(app: Any) -> Session:
+    (session,) = list(app.state.sessions)
+    return session
+
+
+async def test_page_sets_a_session_cookie_and_serves_its_assets(scripted, client_for) -> None:
+    app, _ = scripted()
+    client = client_for(app)
+    page = await client.get("/")
+    assert page.status_code == 200
+    assert 'id="stop"' in page.text and "/static/app.js" in page.text
+    cookie = page.headers["set-cookie"]
+    assert cookie.startswith("aerix_session=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    for asset, kind in (("app.js", "javascript"), ("style.css", "css")):
+        r = await client.get(f"/static/{asset}")
+        assert r.status_code == 200 and kind in r.headers["content-type"]
+    again = await client.get("/")
+    assert "set-cookie" not in again.headers  # the same session
+
+
+async def test_config_lists_the_pickable_tools_and_the_defaults(scripted, client_for) -> None:
+    app, _ = scripted(limits=Limits(turns=3), temperature=0.5, model_name="scripted")
+    config = (await client_for(app).get("/api/config")).json()
+    assert config["model"] == "scripted"
+    assert [t["name"] for t in config["tools"]] == ["add", "boom"]
+    assert config["tools"][0]["fields"]["a"] == {"type": "integer", "required": True, "description": None}
+    assert config["defaults"]["tools"] == ["add", "boom"]
+    assert config["defaults"]["limits"]["turns"] == 3
+    assert config["defaults"]["temperature"] == 0.5
+
+
+async def test_the_demo_tools_are_the_default(client_for) -> None:
+    app = create_app(ScriptedModel)
+    config = (await client_for(app).get("/api/config")).json()
+    assert [t["name"] for t in config["tools"]] == list(DEMO_TOOLS)
+
+
+async def test_a_run_streams_each_event_as_one_sse_json_frame(scripted, client_for) -> None:
+    app, models = scripted(CALL, FINAL)
+    r = await client_for(app).post("/api/run", json={"prompt": "What is 2 + 3?"})
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    got = frames(r.text)
+    assert got[0] == ("session", {"type": "session", "conversation": "same"})
+    evs = [data for _, data in got[1:]]
+    assert [e["type"] for e in evs] == [
+        "text", "usage", "turn", "call", "result", "text", "usage", "final",
+    ]  # fmt: skip
+    assert evs[0] == {"type": "text", "text": CALL}
+    assert evs[3] == {"type": "call", "id": "call_1", "tool": "add", "input": {"a": 2, "b": 3}}
+    assert evs[4] == {"type": "result", "id": "call_1", "tool": "add", "text": "5", "error": False}
+    assert evs[6]["cached_tokens"] > 0  # the second generation reuses the first prompt
+    assert evs[-1] == {"type": "final", "text": "5", "thought": "2 + 3 is 5"}
+    (model,) = models
+    assert model.calls[0].messages[-1] == {"role": "user", "content": "What is 2 + 3?"}
+
+
+async def test_the_settings_reach_the_agent(scripted, client_for) -> None:
+    app, models = scripted(FINAL)
+    settings = {
+        "instructions": "Be terse.",
+        "tools": ["add"],
+        "limits": {"max_tokens": 77},
+        "temperature": 0.3,
+    }
+    r = await client_for(app).post("/api/run", json={"prompt": "hi", "settings": settings})
+    assert events(r.text)[-1]["type"] == "final"
+    call = models[0].calls[0]
+    system = call.messages[0]["content"]
+    assert system.startswith("Be terse.") and "- add:" in system and "boom" not in system
+    assert call.opts["max_tokens"] == 77 and call.opts["temperature"] == 0.3
+    session = (await client_for(app).get("/api/session")).json()
+    assert session["settings"]["tools"] == ["add", "boom"]  # another client: another session
+
+
+async def test_the_conversation_continues_until_the_settings_change(scripted, client_for) -> None:
+    app, models = scripted(FINAL, FINAL, FINAL)
+    client = client_for(app)
+    await client.post("/api/run", json={"prompt": "one"})
+    second = await client.post("/api/run", json={"prompt": "two"})
+    assert frames(second.text)[0] == ("session", {"type": "session", "conversation": "same"})
+    assert len(models) == 1 and len(models[0].calls[1].messages) == 4  # system, one, answer, two
+    third = await client.post("/api/run", json={"prompt": "three", "settings": {"limits": {"turns": 2}}})
+    assert frames(third.text)[0] == ("session", {"type": "session", "conversation": "new"})
+    assert len(models) == 2 and len(models[1].calls[0].messages) == 2
+    assert [r["prompt"] for r in (await client.get("/api/session")).json()["runs"]] == ["three"]
+
+
+async def test_error_and_refused_results_are_marked(client_for) -> None:
+    model = ScriptedModel(['{"calls":[{"tool":"boom","input":{}},{"tool":"add","input":{"a":1}}]}', FINAL])
+    app = create_app(lambda: model, tools=[add, boom])
+    r = await client_for(app).post("/api/run", json={"prompt": "x"})
+    results = [e for e in events(r.text) if e["type"] == "result"]
+    assert results[0]["error"] and results[0]["text"] == "error: RuntimeError: no luck"
+    assert results[1]["error"] and results[1]["text"].startswith("error: missing required field 'b'")
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"limits": {"turns": 0}}, "limits.turns must be at least 1"),
+        ({"limits": {"speed": 3}}, "unknown limit 'speed'"),
+        ({"tools": ["rm"]}, "unknown tool 'rm'"),
+        ({"temperature": 9}, "temperature must be a number from 0 to 2"),
+        ({"temperature": "hot"}, "temperature must be a number from 0 to 2"),
+        ({"colour": "red"}, "unknown setting 'colour'"),
+        ([], "settings must be an object"),
+    ],
+)
+async def test_bad_settings_get_400_naming_the_setting(scripted, client_for, settings, words) -> None:
+    app, models = scripted(FINAL)
+    r = await client_for(app).post("/api/run", json={"prompt": "hi", "settings": settings})
+    assert r.status_code == 400
+    assert words in r.json()["error"]
+    assert not models  # nothing ran
+
+
+async def test_an_empty_prompt_or_a_bad_body_gets_400(scripted, client_for) -> None:
+    app, _ = scripted()
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "  "})
+    assert r.status_code == 400 and "empty" in r.json()["error"]
+    r = await client.post("/api/run", content=b"{", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "JSON" in r.json()["error"]
+
+
+async def test_a_second_run_while_busy_gets_409_and_stop_aborts_the_first(scripted, client_for) -> None:
+    app, _ = scripted(Stall(text='{"final":"wait'), FINAL)
+    client = client_for(app)
+    await client.get("/")
+    first = asyncio.create_task(client.post("/api/run", json={"prompt": "slow"}))
+    await until(lambda: bool(app.state.sessions and only_session(app).current))
+    await until(lambda: bool(only_session(app).current.events))  # type: ignore[union-attr]
+
+    second = await client.post("/api/run", json={"prompt": "again"})
+    assert second.status_code == 409
+    assert "already in progress" in second.json()["error"]
+    reset = await client.post("/api/reset")
+    assert reset.status_code == 409 and "Stop" in reset.json()["error"]
+
+    stop = await client.post("/api/stop")
+    assert stop.json() == {"stopped": True}
+    evs = events((await asyncio.wait_for(first, 10)).text)
+    assert evs[0] == {"type": "text", "text": '{"final":"wait'}
+    assert evs[-1] == {"type": "end", "reason": "abort", "message": "stopped from the page"}
+    assert (await client.post("/api/stop")).json() == {"stopped": False}
+
+    third = await client.post("/api/run", json={"prompt": "now"})
+    assert events(third.text)[-1]["type"] == "final"
+
+
+async def test_sessions_are_separate(scripted, client_for) -> None:
+    app, models = scripted(lambda messages: Stall() if messages[-1]["content"] == "slow" else FINAL)
+    one, two = client_for(app), client_for(app)
+    await one.get("/")
+    stalled = asyncio.create_task(one.post("/api/run", json={"prompt": "slow"}))
+    await until(lambda: bool(models and models[0].calls))
+    r = await two.post("/api/run", json={"prompt": "fast"})
+    assert r.status_code == 200
+    assert len(app.state.sessions) == 2
+    await one.post("/api/stop")
+    assert events((await asyncio.wait_for(stalled, 10)).text)[-1]["reason"] == "abort"
+
+
+async def test_closing_the_stream_aborts_the_run(scripted) -> None:
+    app, _ = scripted(Stall(text='{"final":"'))
+    body = json.dumps({"prompt": "hi"}).encode()
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    closed, streaming = asyncio.Event(), asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await closed.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if b'"type": "text"' in message.get("body", b""):
+            streaming.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/run",
+        "raw_path": b"/api/run",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    request = asyncio.create_task(app(scope, receive, send))
+    await asyncio.wait_for(streaming.wait(), 10)
+    closed.set()  # the tab is closed
+    await asyncio.wait_for(request, 10)
+    session = only_session(app)
+    run = session.runs[-1]
+    assert run.task is not None
+    await asyncio.wait_for(run.task, 10)
+    assert run.events[-1] == {"type": "end", "reason": "abort", "message": "the page closed the stream"}
+    assert not session.busy and not session.agent.busy  # type: ignore[union-attr]
+
+
+async def test_reset_forgets_the_conversation_and_the_log(scripted, client_for) -> None:
+    app, models = scripted(FINAL, FINAL)
+    client = client_for(app)
+    await client.post("/api/run", json={"prompt": "one"})
+    assert len((await client.get("/api/session")).json()["runs"]) == 1
+    assert (await client.post("/api/reset")).json() == {"reset": True}
+    assert (await client.get("/api/session")).json()["runs"] == []
+    await client.post("/api/run", json={"prompt": "two"})
+    assert [m["role"] for m in models[0].calls[1].messages] == ["system", "user"]
+
+
+async def test_the_session_replays_its_runs(scripted, client_for) -> None:
+    app, _ = scripted(CALL, FINAL)
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "add"})
+    session = (await client.get("/api/session")).json()
+    assert session["busy"] is False
+    assert session["runs"] == [{"prompt": "add", "events": events(r.text)}]
+
+
+async def test_a_failing_model_factory_gets_500(client_for) -> None:
+    def factory() -> ScriptedModel:
+        raise FileNotFoundError("no model here")
+
+    app = create_app(factory, tools=[add])
+    r = await client_for(app).post("/api/run", json={"prompt": "hi"})
+    assert r.status_code == 500 and "FileNotFoundError: no model here" in r.json()["error"]
+
+
+async def test_an_async_model_factory_is_awaited(client_for) -> None:
+    async def factory() -> ScriptedModel:
+        return ScriptedModel([FINAL])
+
+    r = await client_for(create_app(factory, tools=[add])).post("/api/run", json={"prompt": "hi"})
+    assert events(r.text)[-1]["text"] == "5"
+
+
+async def test_cross_site_and_non_json_posts_are_refused(scripted, client_for) -> None:
+    app, models = scripted(FINAL)
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "hi"}, headers={"origin": "http://evil.example"})
+    assert r.status_code == 403
+    r = await client.post("/api/stop", headers={"origin": "http://evil.example"})
+    assert r.status_code == 403
+    r = await client.post("/api/run", data={"prompt": "hi"})
+    assert r.status_code == 415
+    r = await client.post("/api/run", json={"prompt": "hi"}, headers={"origin": "http://testserver"})
+    assert r.status_code == 200 and models
+
+
+async def test_allowed_hosts_refuse_other_host_names(client_for) -> None:
+    app = create_app(ScriptedModel, tools=[add], allowed_hosts=["127.0.0.1", "localhost"])
+    assert (await client_for(app).get("/")).status_code == 400  # Host: testserver
+    local = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000")
+    async with local:
+        assert (await local.get("/")).status_code == 200
+
+
+def test_bad_app_options_are_refused() -> None:
+    from aerix import AerixError
+
+    with pytest.raises(AerixError, match="two tools are named 'add'"):
+        create_app(ScriptedModel, tools=[add, add])
+    with pytest.raises(AerixError, match="temperature must be a number from 0 to 2"):
+        create_app(ScriptedModel, tools=[add], temperature=-1)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True), ("0.0.0.0", False),
+     ("192.168.1.5", False), ("example.com", False)],
+)  # fmt: skip
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert serve_module.is_loopback(host) is loopback
+
+
+class FakeServer:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def run(self, sockets: Any = None) -> None:
+        FakeServer.seen = (self.config, sockets)
+
+
+def test_serve_binds_loopback_and_guards_the_host_header(monkeypatch, capsys) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "Server", FakeServer)
+    model = ScriptedModel()
+    serve(model=model, port=0, tools=[add])
+    config, (sock,) = FakeServer.seen
+    try:
+        host, port = sock.getsockname()
+        assert host == "127.0.0.1" and port > 0
+        out, err = capsys.readouterr()
+        assert f"http://127.0.0.1:{port}/" in out and err == ""
+        middleware = [m.kwargs for m in config.app.user_middleware]
+        assert middleware == [{"allowed_hosts": ["127.0.0.1", "localhost", "::1"]}]
+    finally:
+        sock.close()
+
+
+def test_serve_warns_on_a_host_that_is_not_loopback(monkeypatch, capsys) -> None:
+    import uvicorn
+
+    bound: list[tuple[str, int]] = []
+
+    class FakeSocket:
+        def getsockname(self) -> tuple[str, int]:
+            return bound[-1]
+
+    def fake_bind(host: str, port: int) -> FakeSocket:
+        bound.append((host, port or 1234))
+        return FakeSocket()
+
+    monkeypatch.setattr(uvicorn, "Server", FakeServer)
+    monkeypatch.setattr(serve_module, "_bind", fake_bind)
+    serve(model=ScriptedModel(), host="0.0.0.0", port=0, tools=[add])
+    out, err = capsys.readouterr()
+    assert "warning: listening on 0.0.0.0, not on loopback" in err
+    assert "http://0.0.0.0:1234/" in out
+    assert bound == [("0.0.0.0", 1234)]
+    config, _ = FakeServer.seen
+    assert config.app.user_middleware == []
+
+
+async def test_a_quiet_stream_gets_keep_alive_comments_and_loses_no_event(
+    scripted, client_for, monkeypatch
+) -> None:
+    from aerix.playground import _app
+
+    monkeypatch.setattr(_app, "HEARTBEAT_S", 0.001)
+    app, _ = scripted(Stall(text='{"final":"'))
+    client = client_for(app)
+    await client.get("/")
+    running = asyncio.create_task(client.post("/api/run", json={"prompt": "wait"}))
+    await until(lambda: bool(app.state.sessions and only_session(app).current))
+    await asyncio.sleep(0.05)
+    await client.post("/api/stop")
+    text = (await asyncio.wait_for(running, 10)).text
+    assert ": keep-alive" in text
+    assert events(text) == [
+        {"type": "text", "text": '{"final":"'},
+        {"type": "end", "reason": "abort", "message": "stopped from the page"},
+    ]
