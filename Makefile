@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 EXTRAS := llama,server,playground,docs,dev
-PROMPT ?= What is 12 times 7, plus 5?
+PROMPT ?= What is 17 * 23?
 
 .PHONY: demo check setup lint types test docs bench clean
 

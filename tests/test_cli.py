@@ -446,3 +446,9 @@ def test_playground_serves_the_given_model_on_loopback(monkeypatch: pytest.Monke
 def test_playground_refuses_a_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["playground", "--port", "70000"], model=ScriptedModel([])) == 2
     assert "--port: 70000 is not a port" in capsys.readouterr().err
+
+
+def test_run_decodes_greedily_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScriptedModel(['{"final":"x"}'])
+    assert cli.main(["run", "hi"], model=model) == 0
+    assert model.calls[0].opts["temperature"] == 0.0

@@ -168,8 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"characters of one tool result (default: {d.result_chars})",
     )
-    gen = common.add_argument_group("sampling (default: the engine's)")
-    gen.add_argument("--temperature", type=float, metavar="T", help="0 for greedy decoding")
+    gen = common.add_argument_group("sampling (default: greedy; the rest the engine's)")
+    gen.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        default=0.0,
+        help="0 (the default) for greedy decoding, the steadiest for a small model",
+    )
     gen.add_argument("--top-p", type=float, metavar="P", help="nucleus sampling")
     gen.add_argument("--top-k", type=int, metavar="K", help="sample from the K likeliest tokens")
     gen.add_argument("--min-p", type=float, metavar="P", help="drop tokens below P times the likeliest")
