@@ -97,6 +97,7 @@ class ScriptedModel:
         """Every generation asked for, in order."""
         self._last: list[ChatMessage] = []
         self._sizes: list[int] = []
+        self._cached_total = 0
 
     @property
     def remaining(self) -> int:
@@ -143,15 +144,23 @@ class ScriptedModel:
 
     def _count(self, messages: list[ChatMessage]) -> tuple[int, int]:
         last, sizes = self._last, self._sizes
-        same = 0
-        for old, new in zip(last, messages, strict=False):
-            if old is not new and old != new:
-                break
-            same += 1
-        del sizes[same:]
-        sizes.extend(_tokens(m["content"]) + 4 for m in messages[same:])
+        n = len(last)
+        if len(messages) >= n and messages[:n] == last:  # the usual case: it only appended
+            same = n
+        else:
+            same = 0
+            for old, new in zip(last, messages, strict=False):
+                if old != new:
+                    break
+                same += 1
+            del sizes[same:]
+            self._cached_total = sum(sizes)
+        cached = self._cached_total
+        added = [_tokens(m["content"]) + 4 for m in messages[same:]]
+        sizes.extend(added)
+        self._cached_total = cached + sum(added)
         self._last = list(messages)
-        return sum(sizes), sum(sizes[:same])
+        return self._cached_total, cached
 
 
 def _tokens(text: str) -> int:
