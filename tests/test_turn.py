@@ -7,11 +7,18 @@ import json
 import pytest
 
 from _tools import TOOL_SETS, clock, convert, weather
+from aerix import Field, tool
 from aerix.turn import (
+    DECODED_CALLS,
+    FRACTION_DIGITS,
     MAX_CALLS,
+    MAX_INTEGER,
     MAX_THOUGHT,
+    RETRY_FINAL_CHARS,
+    RETRY_STRING_CHARS,
     BadTurn,
     Turn,
+    input_schema,
     parse_turn,
     render_results,
     render_retry,
@@ -65,9 +72,60 @@ def test_schema_has_two_shapes_and_each_call_is_one_tool() -> None:
     assert calls["required"] == ["calls"] and final["required"] == ["final"]
     items = calls["properties"]["calls"]["items"]["anyOf"]
     assert [i["properties"]["tool"] for i in items] == [{"const": "weather"}, {"const": "clock"}]
-    assert items[0]["properties"]["input"] == weather.schema
+    assert items[0]["properties"]["input"] == input_schema(weather)
     assert all(i["additionalProperties"] is False for i in items)
-    assert calls["properties"]["calls"]["maxItems"] == MAX_CALLS
+    assert calls["properties"]["calls"]["maxItems"] == DECODED_CALLS == 1
+
+
+def test_the_thought_comes_after_the_calls_or_the_answer() -> None:
+    for shape in turn_schema([weather])["anyOf"]:
+        assert list(shape["properties"])[-1] == "thought"
+    assert all("thought" not in s["properties"] for s in turn_schema([weather], short=True)["anyOf"])
+
+
+MIXED = tool(
+    name="mixed",
+    description="Fields out of order.",
+    input={
+        "note": Field("string"),
+        "count": Field("integer", required=True),
+        "ratio": Field("number"),
+        "size": Field("number", required=True, enum=[1.5, 2.5]),
+    },
+    run=lambda input: "ok",
+)
+
+
+def test_the_decoded_input_puts_required_fields_first_and_bounds_integers() -> None:
+    decoded = input_schema(MIXED)
+    assert list(decoded["properties"]) == ["count", "size", "note", "ratio"]
+    assert decoded["required"] == MIXED.schema["required"] and decoded["additionalProperties"] is False
+    assert decoded["properties"]["count"] == {
+        "type": "integer",
+        "minimum": -MAX_INTEGER,
+        "maximum": MAX_INTEGER,
+    }
+    assert decoded["properties"]["ratio"] == {"type": "number"}  # free: exponents allowed
+    assert decoded["properties"]["size"] == MIXED.schema["properties"]["size"]  # an enum is bound already
+    assert list(MIXED.schema["properties"]) == ["note", "count", "ratio", "size"]  # the tool is untouched
+
+
+def test_a_retry_bounds_numbers_to_a_fixed_number_of_decimals() -> None:
+    bounded = input_schema(MIXED, bounded=True)["properties"]["ratio"]
+    assert bounded == {
+        "type": "number",
+        "minimum": -MAX_INTEGER,
+        "maximum": MAX_INTEGER,
+        "multipleOf": 10.0**-FRACTION_DIGITS,
+    }
+    assert input_schema(MIXED, bounded=True)["properties"]["note"] == {
+        "type": "string",
+        "maxLength": RETRY_STRING_CHARS,
+    }
+    short = turn_schema([MIXED], "required", short=True)["anyOf"][0]
+    assert short["properties"]["calls"]["items"]["properties"]["input"]["properties"]["ratio"] == bounded
+    final = turn_schema([MIXED], short=True)["anyOf"][1]
+    assert final["properties"] == {"final": {"type": "string", "maxLength": RETRY_FINAL_CHARS}}
 
 
 def test_tool_choice_shapes() -> None:

