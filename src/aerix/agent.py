@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from .abort import AbortController, AbortSignal
-from .errors import AerixError
+from .errors import AerixError, describe
 from .events import (
     AgentEvent,
     Call,
@@ -456,7 +456,7 @@ class Agent:
                 ending = _aborted(signal) if signal.aborted else EndEvent(reason="error", message=str(exc))
             except Exception as exc:  # an engine failure: the run's end, never an exception
                 ending = (
-                    _aborted(signal) if signal.aborted else EndEvent(reason="error", message=_describe(exc))
+                    _aborted(signal) if signal.aborted else EndEvent(reason="error", message=describe(exc))
                 )
             guard.disarm()
             # free the agent before the last event: a consumer may break on it
@@ -502,16 +502,8 @@ async def _call_hook(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         if inspect.isawaitable(out):
             out = await out
     except Exception as exc:
-        raise HookError(f"hook {name} raised {_describe(exc)}") from exc
+        raise HookError(f"hook {name} raised {describe(exc)}") from exc
     return out
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:
-        text = "(its message cannot be printed)"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _aborted(signal: AbortSignal) -> EndEvent:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from .events import AgentEvent, EndReason
 
-__all__ = ["AerixError", "ErrorKind"]
+__all__ = ["AerixError", "ErrorKind", "describe"]
 
 ErrorKind = Literal["options", "busy", "end"]
 """`options`: a bad option or definition; `busy`: the agent is already running;
@@ -49,3 +49,15 @@ class AerixError(Exception):
 
     def __repr__(self) -> str:
         return f"AerixError(kind={self.kind!r}, message={self.message!r})"
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in one line: `Type: message`, or `Type` when it has none.
+
+    Never raises, even for an exception whose `str()` does.
+    """
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message cannot be printed)"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

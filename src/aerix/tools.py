@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeAlias, get_args, get_origin, overload
 
 from ._docstring import parse_docstring
 from .abort import AbortSignal
-from .errors import AerixError
+from .errors import AerixError, describe
 
 __all__ = [
     "Field",
@@ -510,13 +510,5 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
             raise
         return "error: CancelledError", True
     except Exception as exc:
-        return f"error: {_describe(exc)}", True
+        return f"error: {describe(exc)}", True
     return result_text(value)
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:
-        text = "(its message cannot be printed)"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
