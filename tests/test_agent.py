@@ -494,6 +494,7 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         ({"constrain": "yes"}, "constrain must be True or False"),
         ({"tool_choice": "sometimes"}, "bad tool_choice 'sometimes'"),
         ({"tool_choice": "required", "tools": []}, "needs at least one tool"),
+        ({"limit": {"turns": 3}}, "unknown option 'limit'; options are model, instructions"),
     ],
 )
 def test_bad_options_are_refused_by_name(kwargs: dict[str, Any], message: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Never, TypeVar
 
 from .abort import AbortController, AbortSignal
 from .errors import AerixError, describe
@@ -148,7 +148,11 @@ class Agent:
         constrain: bool = True,
         hooks: Hooks | Mapping[str, Any] | None = None,
         tool_choice: str = "auto",
+        **unknown: Never,
     ) -> None:
+        if unknown:
+            allowed = "model, instructions, tools, limits, generation, constrain, hooks, tool_choice"
+            raise AerixError("options", f"unknown option {next(iter(unknown))!r}; options are {allowed}")
         if not callable(getattr(model, "chat", None)):
             raise AerixError(
                 "options",
