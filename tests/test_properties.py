@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -650,3 +651,48 @@ def test_any_string_prompt_reaches_the_model_unchanged(prompt: str) -> None:
     assert agent.ask_sync(prompt).text == "ok"
     assert model.calls[0].messages[-1] == {"role": "user", "content": prompt}
     assert agent.messages[0] == {"role": "user", "content": prompt}
+
+
+@SLOW
+@given(
+    st.lists(steps(), min_size=1, max_size=6),
+    st.integers(0, 40),
+    st.sampled_from(["consumer", "thread"]),
+)
+def test_agent_with_an_abort_at_a_random_moment(script: list[Step], abort_at: int, where: str) -> None:
+    """An abort at a random event (from the consumer, or from another thread a moment
+    later): one ending, an abort if it came before the run's own ending, only
+    completed turns kept, and the agent usable at once."""
+    model = ScriptedModel([to_script(s) for s in script], chunk_size=5)
+    agent = Agent(model=model, tools=list(SCRIPT_TOOLS), limits={"turns": 6, "retries": 2})
+
+    async def main() -> tuple[list[AgentEvent], bool]:
+        controller = AbortController()
+        events: list[AgentEvent] = []
+        fired = False
+        async with asyncio.timeout(20):
+            async for ev in agent.run("go", signal=controller.signal):
+                events.append(ev)
+                if len(events) == abort_at + 1 and ev.type not in ("final", "end"):
+                    fired = True
+                    if where == "consumer":
+                        controller.abort("random")
+                    else:
+                        threading.Timer(0.001, controller.abort, args=("random",)).start()
+                elif ev.type == "text" and _stalled(model, script) and not fired:
+                    fired = True
+                    controller.abort("random")
+        return events, fired
+
+    events, fired = asyncio.run(main())
+    check_events(events)
+    last = events[-1]
+    if fired and where == "consumer":
+        assert last == EndEvent(reason="abort", message="random")
+    elif isinstance(last, EndEvent) and last.reason == "abort":
+        assert fired
+    check_messages(agent, prompts=["go"])
+    assert not agent.busy
+    agent.reset()
+    model._script[len(model.calls) :] = ['{"final":"again"}']  # what is left of the script: one final
+    assert asyncio.run(agent.ask("again")).text == "again"
