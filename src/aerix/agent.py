@@ -41,6 +41,7 @@ from .options import (
     HookError,
     Hooks,
     Limits,
+    ToolChoice,
     check_after_call,
     check_before_call,
     check_generation,
@@ -147,7 +148,7 @@ class Agent:
         generation: GenerationOptions | Mapping[str, Any] | None = None,
         constrain: bool = True,
         hooks: Hooks | Mapping[str, Any] | None = None,
-        tool_choice: str = "auto",
+        tool_choice: ToolChoice = "auto",
         **unknown: Never,
     ) -> None:
         if unknown:
@@ -576,8 +577,8 @@ class _Portal:
         self._pending: Any = None
 
     def call(self, coro: Coroutine[Any, Any, T] | Any) -> T:
-        if self._pending is not None:  # a step was interrupted (KeyboardInterrupt): let it finish
-            pending, self._pending = self._pending, None
+        pending, self._pending = self._pending, None
+        if pending is not None and not pending.done():  # a step was interrupted (Ctrl-C): let it finish
             try:
                 self._wait(pending)
             except BaseException:
