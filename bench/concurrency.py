@@ -3,30 +3,43 @@
 A fake server (`fake_openai_server.py`) runs in a separate process on
 127.0.0.1 and streams canned turns: 5 turns that each call the trivial tool
 `ping`, then a final. Its CPU is not this process's, so what is measured here
-is aerix (the loop, the `OpenAICompatible` engine, httpx) under load.
+is aerix (the loop, the `OpenAICompatible` engine, httpx) under load. It runs
+in two modes:
+
+- paced, like an inference server: each turn streams 8 chunks 10 ms apart
+  (80 ms a turn) and at most 32 generations run at once (the rest queue), so
+  the server saturates at a known capacity of 32 / 0.08 s = 400 turns/s,
+  well below what the client's CPU allows. Throughput should grow with the
+  agents until it reaches that capacity, then level off.
+- instant: each turn is written at once, so the client's CPU is the limit;
+  this measures the client's ceiling (its CPU per turn).
 
 For 1, 16, 64 and 256 concurrent agents (each a closed loop: one run after
 another, a fresh `Agent` per run, all sharing one engine), it measures:
 
-- runs/s: completed runs per second of wall time (each run is 6 requests);
+- turns/s and runs/s: turns completed per second of the measuring window
+  (each run is 6 turns);
 - aerix latency per turn, p50 and p99: from the moment the engine yields a
   generation's done delta to the moment the server has read the next request
   of the same run. That span is all of aerix's work between two generations
   (parse the turn, emit events, run the tool, render the result, build,
   encode and send the request), plus the time the task waits for the loop
   while other agents run: the latency aerix adds to each turn;
-- client CPU per turn: this process's CPU time over the requests sent;
-- event-loop stalls: the lateness of a ticker task that awaits
-  `asyncio.sleep(0.001)` in a loop, and, to explain it, the longest CPU time
-  of one loop callback and the longest garbage-collector pause.
+- client CPU per turn: this process's CPU time over the turns completed;
+- the worst event-loop stall: the longest wall time one loop callback (a task
+  step) held the loop, garbage collection inside it included, as every other
+  task waits that long; the most CPU time one callback took, which the OS
+  descheduling a loaded machine's process does not inflate; the longest
+  garbage collection, and how often a full one ran.
 
 Three engines take turns: aerix's default (one httpx client per connection),
-the same after `gc.freeze()`, and one shared httpx client with its own pool.
-Every figure is the median over the rounds. Run from the repository root:
+the same with the garbage-collector settings that docs/servers.md advises,
+and one shared httpx client with its own pool. Every figure is the median
+over the rounds. Run from the repository root:
 
     python bench/concurrency.py [--rounds 3] [--seconds 2] [--no-write]
 
-It prints the table and writes it to the `concurrency` section of
+It prints the tables and writes them to the `concurrency` section of
 docs/benchmarks.md.
 """
 
@@ -41,7 +54,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +68,28 @@ from aerix.model import ChatMessage, Delta, GenerateOptions
 LEVELS = (1, 16, 64, 256)
 CALLS = 5
 """Tool calls per run before its final (so 6 requests per run)."""
+TOKENS, PACE, SLOTS = 4, 0.01, 32
+"""The paced server: content chunks per turn, seconds per chunk, generations at once."""
+TURN_SECONDS = PACE * (TOKENS + 4)
+"""One paced turn: the role, content, finish, usage and `[DONE]` chunks, `PACE` apart."""
+CAPACITY = SLOTS / TURN_SECONDS
+"""The paced server's most turns per second."""
+GC_THRESHOLD = (700, 5, 2000)
+"""`gc.set_threshold` in the tuned mode, as docs/servers.md advises."""
+TARGET = 0.010
+"""The longest acceptable stall, in seconds."""
+TUNED = "aerix, GC tuned"
+ENGINES = {
+    ("paced", "aerix"): "aerix's own connections, one client per connection (the default)",
+    ("paced", TUNED): (
+        f"the same, with `gc.collect(); gc.freeze(); gc.set_threshold{GC_THRESHOLD}` once the "
+        "connections are open, as docs/servers.md advises"
+    ),
+    ("paced", "one httpx client"): "`http_client=httpx.AsyncClient(...)`: one client, httpx's pool of 256",
+    ("instant", "aerix"): "",
+    ("instant", TUNED): "",
+}
+"""The (server, engine) pairs measured, with what the engine is."""
 
 
 @tool
@@ -75,10 +110,12 @@ _timeline: contextvars.ContextVar[Timeline] = contextvars.ContextVar("timeline")
 
 
 class Timed:
-    """A `Model` that passes the engine's deltas through, noting when each done delta arrives."""
+    """A `Model` that passes the engine's deltas through, noting when each done delta arrives
+    and counting them in `turns`."""
 
     def __init__(self, engine: OpenAICompatible) -> None:
         self.engine = engine
+        self.turns = 0
 
     async def chat(
         self, messages: list[ChatMessage], opts: GenerateOptions | None = None
@@ -86,6 +123,7 @@ class Timed:
         async for delta in self.engine.chat(messages, opts):
             if delta.done:
                 _timeline.get().done_at = time.monotonic()  # the clock the server stamps with
+                self.turns += 1
             yield delta
 
 
@@ -103,56 +141,61 @@ class Level:
     """The figures of one concurrency level in one round."""
 
     agents: int
-    runs: int
+    turns_per_s: float
+    """Turns completed per second of the measuring window."""
     seconds: float
-    requests: int
+    """The whole level, the runs still going at the end of the window included."""
+    turns: int
+    """Turns completed in the whole level."""
     gaps: list[float]
-    stalls: list[float]
     cpu: float
-    longest_cpu: float
+    worst_wall: float
+    worst_cpu: float
     longest_gc: float
-    server_busy: float
+    full_gcs: int
 
     @property
     def runs_per_s(self) -> float:
-        return self.runs / self.seconds
+        return self.turns_per_s / (CALLS + 1)
 
 
 class LoopClock:
-    """Times the event loop's callbacks (a task step is one) and Python's garbage collections.
+    """Times each event-loop callback (a task step is one) and each garbage collection.
 
-    `longest_cpu` is the most CPU time one callback took, less the collections
-    that ran inside it: aerix's (and httpx's) own longest blocking step, which
-    neither the OS descheduling this process nor the collector inflates.
-    `longest_gc` is the longest collection.
+    `worst_wall` is the longest wall time one callback held the loop, the
+    collections inside it included: every other task waited that long.
+    `worst_cpu` is the most CPU time one callback took, collections included;
+    unlike wall time, the OS giving the core to another process does not
+    inflate it. `longest_gc` is the longest collection (wall time) and
+    `full_gcs` counts the full (generation 2) ones.
     """
 
     def __init__(self) -> None:
-        self.longest_cpu = 0.0
+        self.worst_wall = 0.0
+        self.worst_cpu = 0.0
         self.longest_gc = 0.0
-        self._gc_total = 0.0
+        self.full_gcs = 0
         self._gc_start = 0.0
         self._run = asyncio.events.Handle._run
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._gc_start = time.thread_time()
-        else:
-            took = time.thread_time() - self._gc_start
-            self._gc_total += took
-            self.longest_gc = max(self.longest_gc, took)
+            self._gc_start = time.perf_counter()
+            return
+        self.longest_gc = max(self.longest_gc, time.perf_counter() - self._gc_start)
+        self.full_gcs += info["generation"] == 2
 
     def __enter__(self) -> LoopClock:
         run, clock = self._run, self
 
         def timed(handle: asyncio.Handle) -> None:
-            start, gc0 = time.thread_time(), clock._gc_total
+            wall, cpu = time.perf_counter(), time.thread_time()
             run(handle)
-            took = time.thread_time() - start - (clock._gc_total - gc0)
-            if took > clock.longest_cpu:
-                clock.longest_cpu = took
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            clock.worst_wall = max(clock.worst_wall, wall)
+            clock.worst_cpu = max(clock.worst_cpu, cpu)
 
-        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
         gc.callbacks.append(self._on_gc)
         return self
 
@@ -161,66 +204,47 @@ class LoopClock:
         gc.callbacks.remove(self._on_gc)
 
 
-async def ticker(stalls: list[float], stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        start = time.perf_counter()
-        await asyncio.sleep(0.001)
-        stalls.append(time.perf_counter() - start - 0.001)
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used so far, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def run_level(model: Timed, agents: int, seconds: float, counter: list[int], server: int) -> Level:
-    """Keep `agents` runs going at once for about `seconds`; count what completes."""
-    deadline = time.perf_counter() + seconds
+async def run_level(model: Timed, agents: int, seconds: float) -> Level:
+    """Keep `agents` runs going at once for `seconds`, counting the turns completed meanwhile;
+    then let the runs under way finish."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
     gaps: list[float] = []
-    runs = 0
 
     async def worker() -> None:
-        nonlocal runs
-        while time.perf_counter() < deadline:
+        while loop.time() < deadline:
             line = Timeline()
             _timeline.set(line)
             agent = Agent(model=model, tools=[ping], limits={"turns": CALLS + 2})
             answer = await agent.ask("ping until told otherwise")
             if answer.text != "pong":
                 raise RuntimeError(f"unexpected answer {answer.text!r}")
-            runs += 1
             gaps.extend(line.gaps)
 
-    stalls: list[float] = []
-    stop = asyncio.Event()
-    tick = asyncio.create_task(ticker(stalls, stop))
-    server0 = cpu_seconds(server)
-    requests0, cpu0, start = counter[0], time.process_time(), time.perf_counter()
+    turns0, cpu0, start = model.turns, time.process_time(), time.perf_counter()
+    window: list[int] = []
+    loop.call_at(deadline, lambda: window.append(model.turns - turns0))
     with LoopClock() as clock:
         await asyncio.gather(*(worker() for _ in range(agents)))
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    server_busy = (cpu_seconds(server) - server0) / elapsed
-    stop.set()
-    await tick
     return Level(
         agents=agents,
-        runs=runs,
+        turns_per_s=window[0] / seconds,
         seconds=elapsed,
-        requests=counter[0] - requests0,
+        turns=model.turns - turns0,
         gaps=gaps,
-        stalls=stalls,
         cpu=cpu,
-        longest_cpu=clock.longest_cpu,
+        worst_wall=clock.worst_wall,
+        worst_cpu=clock.worst_cpu,
         longest_gc=clock.longest_gc,
-        server_busy=server_busy,
+        full_gcs=clock.full_gcs,
     )
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(*options: str) -> tuple[subprocess.Popen[str], str]:
     script = Path(__file__).with_name("fake_openai_server.py")
     proc = subprocess.Popen(
-        [sys.executable, str(script), "--port", "0", "--calls", str(CALLS)],
+        [sys.executable, str(script), "--port", "0", "--calls", str(CALLS), *options],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -239,120 +263,204 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-MODES = {
-    "aerix (lanes)": "aerix's own connections, one client per connection (the default)",
-    "aerix + gc.freeze()": "the same, after `gc.collect(); gc.freeze()` at start-up",
-    "one httpx client": "`http_client=httpx.AsyncClient(...)`: one client, httpx's pool of 256",
-}
+Results = dict[tuple[str, str, int], list[Level]]
 
 
-async def bench(
-    base_url: str, server: int, rounds: int, seconds: float
-) -> dict[tuple[str, int], list[Level]]:
-    counter = [0]
+@dataclass
+class Census:
+    """Objects the garbage collector tracks (and a full collection scans), per connection and
+    per agent in the middle of a run."""
 
-    async def count(request: httpx.Request) -> None:
-        counter[0] += 1
+    per_connection: float
+    per_agent: float
 
-    hooks = {"request": [count], "response": [on_response]}
-    lanes = OpenAICompatible(base_url, "fake", event_hooks=hooks)
+
+async def census(url: str, agents: int) -> Census:
+    """Count tracked objects before and after a new engine opens `agents` connections, and at
+    three moments while `agents` runs are under way (their mean)."""
+    engine = OpenAICompatible(url, "fake")
+    gc.collect()
+    before = len(gc.get_objects())
+    await run_level(Timed(engine), agents, 0.1)
+    gc.collect()
+    idle = len(gc.get_objects())
+    loop = asyncio.get_running_loop()
+    counts: list[int] = []
+    for at in (1.0, 2.0, 3.0):
+        loop.call_later(at, lambda: counts.append(len(gc.get_objects())))
+    await run_level(Timed(engine), agents, 3.0)
+    await engine.aclose()
+    return Census((idle - before) / agents, (statistics.mean(counts) - idle) / agents)
+
+
+async def bench(urls: dict[str, str], rounds: int, seconds: float) -> tuple[Results, Census]:
+    hooks = {"response": [on_response]}
+    lanes = {server: OpenAICompatible(url, "fake", event_hooks=hooks) for server, url in urls.items()}
     client = httpx.AsyncClient(
         event_hooks=hooks,
         limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
         timeout=httpx.Timeout(120.0, connect=5.0, pool=None),
     )
-    pooled = OpenAICompatible(base_url, "fake", http_client=client)
-    engines = {"aerix (lanes)": lanes, "aerix + gc.freeze()": lanes, "one httpx client": pooled}
-    for engine in (lanes, pooled):  # warm-up: connections, imports, caches
-        await run_level(Timed(engine), 16, 0.5, counter, server)
-    results: dict[tuple[str, int], list[Level]] = {(m, n): [] for m in MODES for n in LEVELS}
+    pooled = OpenAICompatible(urls["paced"], "fake", http_client=client)
+    engines = {key: pooled if key[1] == "one httpx client" else lanes[key[0]] for key in ENGINES}
+    for engine in (*lanes.values(), pooled):  # warm-up: open the connections, fill caches
+        await run_level(Timed(engine), LEVELS[-1], 0.2)
+    default = gc.get_threshold()
+    results: Results = {(*key, n): [] for key in ENGINES for n in LEVELS}
     for r in range(rounds):
-        for mode, engine in engines.items():
-            frozen = "freeze" in mode
-            if frozen:
+        for (server, mode), engine in engines.items():
+            if mode == TUNED:
                 gc.collect()
                 gc.freeze()
+                gc.set_threshold(*GC_THRESHOLD)
             for n in LEVELS:
-                level = await run_level(Timed(engine), n, seconds, counter, server)
-                results[mode, n].append(level)
+                level = await run_level(Timed(engine), n, seconds)
+                results[server, mode, n].append(level)
                 print(
-                    f"round {r + 1} {mode:<20} agents={n:>3}: {level.runs_per_s:6.1f} runs/s, "
+                    f"round {r + 1} {server:<7} {mode:<16} agents={n:>3}: {level.turns_per_s:6.1f} turns/s, "
                     f"latency/turn p50 {pct(level.gaps, 0.5) * 1e3:.2f} ms "
                     f"p99 {pct(level.gaps, 0.99) * 1e3:.2f} ms, "
-                    f"worst tick lateness {max(level.stalls) * 1e3:.1f} ms, "
-                    f"longest callback {level.longest_cpu * 1e3:.2f} ms CPU, "
-                    f"longest GC {level.longest_gc * 1e3:.1f} ms, "
-                    f"server busy {level.server_busy:.0%}",
+                    f"worst stall {level.worst_wall * 1e3:.1f} ms ({level.worst_cpu * 1e3:.1f} ms CPU), "
+                    f"longest GC {level.longest_gc * 1e3:.1f} ms",
                     file=sys.stderr,
                 )
-            if frozen:
+            if mode == TUNED:
                 gc.unfreeze()
-    await lanes.aclose()
+                gc.set_threshold(*default)
+    for engine in lanes.values():
+        await engine.aclose()
     await client.aclose()
-    return results
+    return results, await census(urls["paced"], LEVELS[-1])
 
 
-def table(results: dict[tuple[str, int], list[Level]]) -> str:
-    med = statistics.median
+def _median(levels: list[Level], figure: Callable[[Level], float]) -> float:
+    return statistics.median(figure(lv) for lv in levels)
+
+
+def table(results: Results, server: str) -> str:
+    capacity = server == "paced"
     rows = [
-        "| engine | agents | runs/s | × 1 agent | turns/s | aerix latency/turn p50 | p99 "
-        "| client CPU/turn | worst tick lateness | p99 tick lateness | longest callback (CPU, no GC) "
-        "| longest GC pause | server CPU |",
+        "| engine | agents | turns/s | runs/s | × 1 agent | of capacity | aerix latency/turn p50 | p99 "
+        "| client CPU/turn | worst stall | worst stall, CPU | longest GC | full GCs/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for mode in MODES:
-        base = med(lv.runs_per_s for lv in results[mode, LEVELS[0]])
+    for key in ENGINES:
+        if key[0] != server:
+            continue
+        base = _median(results[(*key, LEVELS[0])], lambda lv: lv.turns_per_s)
         for n in LEVELS:
-            levels = results[mode, n]
-            rps = med(lv.runs_per_s for lv in levels)
+            levels = results[(*key, n)]
+            tps = _median(levels, lambda lv: lv.turns_per_s)
+            share = f"{tps / CAPACITY:.0%}" if capacity else "–"
             rows.append(
-                f"| {mode} | {n} | {rps:.1f} | {rps / base:.2f} | {rps * (CALLS + 1):.0f} "
-                f"| {med(pct(lv.gaps, 0.5) for lv in levels) * 1e3:.2f} ms "
-                f"| {med(pct(lv.gaps, 0.99) for lv in levels) * 1e3:.2f} ms "
-                f"| {med(lv.cpu / lv.requests for lv in levels) * 1e3:.2f} ms "
-                f"| {med(max(lv.stalls) for lv in levels) * 1e3:.1f} ms "
-                f"| {med(pct(lv.stalls, 0.99) for lv in levels) * 1e3:.2f} ms "
-                f"| {med(lv.longest_cpu for lv in levels) * 1e3:.2f} ms "
-                f"| {med(lv.longest_gc for lv in levels) * 1e3:.1f} ms "
-                f"| {med(lv.server_busy for lv in levels):.0%} |"
+                f"| {key[1]} | {n} | {tps:.0f} | {tps / (CALLS + 1):.1f} | {tps / base:.1f} | {share} "
+                f"| {_median(levels, lambda lv: pct(lv.gaps, 0.5)) * 1e3:.2f} ms "
+                f"| {_median(levels, lambda lv: pct(lv.gaps, 0.99)) * 1e3:.2f} ms "
+                f"| {_median(levels, lambda lv: lv.cpu / lv.turns) * 1e3:.2f} ms "
+                f"| {_median(levels, lambda lv: lv.worst_wall) * 1e3:.1f} ms "
+                f"| {_median(levels, lambda lv: lv.worst_cpu) * 1e3:.1f} ms "
+                f"| {_median(levels, lambda lv: lv.longest_gc) * 1e3:.1f} ms "
+                f"| {_median(levels, lambda lv: lv.full_gcs / lv.seconds):.1f} |"
             )
     return "\n".join(rows)
 
 
-def reading(results: dict[tuple[str, int], list[Level]], load_before: float, load_after: float) -> str:
-    """What the table says, in words computed from it (so it stays true on a rerun)."""
-    med = statistics.median
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
-    def rps(mode: str, n: int) -> float:
-        return med(lv.runs_per_s for lv in results[mode, n])
 
-    lanes, single = "aerix (lanes)", "one httpx client"
-    best = max(LEVELS, key=lambda n: rps(lanes, n))
-    vs_single = ", ".join(f"{rps(lanes, n) / rps(single, n):.1f}× at {n}" for n in LEVELS[1:])
-    callback = max(med(lv.longest_cpu for lv in results[m, n]) for m in MODES for n in LEVELS) * 1e3
-    outlier = max(lv.longest_cpu for levels in results.values() for lv in levels) * 1e3
-    worst = max(med(max(lv.stalls) for lv in results[m, n]) for m in MODES for n in LEVELS) * 1e3
-    gc_default = med(lv.longest_gc for lv in results[lanes, LEVELS[-1]]) * 1e3
-    gc_frozen = med(lv.longest_gc for lv in results["aerix + gc.freeze()", LEVELS[-1]]) * 1e3
-    server = max(med(lv.server_busy for lv in results[m, n]) for m in MODES for n in LEVELS)
-    cpus = [med(lv.cpu / lv.requests for lv in results[lanes, n]) * 1e3 for n in LEVELS]
-    cpu_lo, cpu_hi = min(cpus), max(cpus)
-    verdict = "under" if worst < 10 else "over"
-    p99_one = med(pct(lv.stalls, 0.99) for lv in results[lanes, LEVELS[0]]) * 1e3
-    return f"""Reading it (load average {load_before:.1f} before the run and {load_after:.1f} after:
-other work shared the machine, so absolute rates are noisy; the engines took turns, so their
-ratios are less so):
+def reading(results: Results, heap: Census, load_before: float, load_after: float) -> str:
+    """What the tables say, in words computed from them (so it stays true on a rerun)."""
 
-- Throughput: aerix's connections peaked at {best} agents; against one shared httpx client they
-  did {vs_single} agents. The fake server never used more than {server:.0%} of a core, so
-  it is not what limits throughput: the client is, at {cpu_lo:.2f} to {cpu_hi:.2f} ms of CPU per turn
-  with aerix's connections (a profile puts most of it in httpx and httpcore).
-- Stalls: the median worst tick lateness reached {worst:.0f} ms ({verdict} the 10 ms target). No
-  single callback of aerix or httpx took more than {callback:.2f} ms of CPU (median over rounds;
-  the largest one seen was {outlier:.2f} ms); the lateness is the garbage collector (its longest
-  pause at {LEVELS[-1]} agents: {gc_default:.0f} ms, {gc_frozen:.0f} ms after `gc.freeze()`) and, once
-  the client's core is saturated, every other ready agent's step in the same loop iteration.
-  With one agent the p99 tick lateness was {p99_one:.1f} ms."""
+    def fig(server: str, mode: str, n: int, figure: Callable[[Level], float]) -> float:
+        return _median(results[server, mode, n], figure)
+
+    def tps(server: str, mode: str, n: int) -> float:
+        return fig(server, mode, n, lambda lv: lv.turns_per_s)
+
+    paced = {n: tps("paced", "aerix", n) for n in LEVELS}
+    growth = ", ".join(f"{paced[n]:.0f} turns/s with {n}" for n in LEVELS)
+    full = [n for n in LEVELS if paced[n] >= 0.9 * CAPACITY]
+    if full:
+        shares = [paced[n] / CAPACITY for n in LEVELS if n >= full[0]]
+        saturation = (
+            f"from {full[0]} agents on, the server was saturated ({min(shares):.0%} to "
+            f"{max(shares):.0%} of its capacity) and throughput levelled off there"
+        )
+    else:
+        saturation = (
+            f"it never reached 90% of the server's capacity (at most {max(paced.values()) / CAPACITY:.0%})"
+        )
+    cpus = [fig("instant", "aerix", n, lambda lv: lv.cpu / lv.turns) * 1e3 for n in LEVELS]
+    ceiling = max(tps("instant", "aerix", n) for n in LEVELS)
+    first, last = LEVELS[0], LEVELS[-1]
+
+    def latency(n: int, q: float) -> float:
+        return fig("paced", "aerix", n, lambda lv: pct(lv.gaps, q)) * 1e3
+
+    stalls = []
+    for server, mode in ENGINES:
+        if mode == "one httpx client":
+            continue
+        walls = {n: fig(server, mode, n, lambda lv: lv.worst_wall) for n in LEVELS}
+        met = [str(n) for n in LEVELS if walls[n] <= TARGET]
+        missed = [str(n) for n in LEVELS if walls[n] > TARGET]
+        verdict = (
+            "met at every level"
+            if not missed
+            else ("met at " + _and(met) + ", not at " if met else "not met at ") + _and(missed)
+        )
+        each = ", ".join(f"{walls[n] * 1e3:.1f} ms with {n}" for n in LEVELS)
+        peak = max((lv for n in LEVELS for lv in results[server, mode, n]), key=lambda lv: lv.worst_wall)
+        stalls.append(
+            f"  - *{mode}*, {server} server: {each} agents: {verdict} (the worst single round: "
+            f"{peak.worst_wall * 1e3:.1f} ms with {peak.agents} agents, where no callback took over "
+            f"{peak.worst_cpu * 1e3:.1f} ms of CPU)."
+        )
+
+    def gc_at(mode: str, figure: Callable[[Level], float]) -> float:
+        return fig("paced", mode, last, figure)
+
+    over = [lv for levels in results.values() for lv in levels if lv.worst_wall > TARGET]
+    by_gc = [lv for lv in over if lv.longest_gc >= 0.8 * lv.worst_wall]
+    by_os = [lv for lv in over if lv not in by_gc and lv.worst_cpu <= TARGET]
+    rest = len(over) - len(by_gc) - len(by_os)
+    others = (
+        f"; in {rest} a callback took over {TARGET * 1e3:.0f} ms of CPU, less than 80% of it collecting"
+        if rest
+        else ""
+    )
+    tuned = [lv for (_, mode, _), levels in results.items() if mode == TUNED for lv in levels]
+    tuned_full, tuned_seconds = sum(lv.full_gcs for lv in tuned), sum(lv.seconds for lv in tuned)
+    worst_cpu = max(fig(s, m, n, lambda lv: lv.worst_cpu) for s, m in ENGINES for n in LEVELS) * 1e3
+    stall_lines = "\n".join(stalls)
+    first_saturates = "the paced server" if ceiling > CAPACITY else "the client"
+    return f"""Reading it (load average {load_before:.1f} before the run and {load_after:.1f} after: other
+work shared the machine's 2 cores, so absolute rates and wall times are noisy; the engines took
+turns, so their ratios are less so):
+
+- Throughput against the paced server (capacity {CAPACITY:.0f} turns/s: {SLOTS} slots, {TURN_SECONDS * 1e3:.0f} ms a
+  turn): {growth} agents; {saturation}.
+- The client's ceiling, against the instant server: {min(cpus):.2f} to {max(cpus):.2f} ms of CPU per turn,
+  at most {ceiling:.0f} turns/s on one core, {ceiling / CAPACITY:.1f}× the paced server's capacity: so
+  {first_saturates} saturates first.
+- The latency aerix adds per turn (paced server, default settings): p50 {latency(first, 0.5):.2f} ms and p99
+  {latency(first, 0.99):.2f} ms with {first} agent, p50 {latency(last, 0.5):.2f} ms and p99 {latency(last, 0.99):.2f} ms with {last}
+  (which includes waiting for the loop while other agents' steps run).
+- Stalls, against the 10 ms target (each level's worst, median over rounds):
+{stall_lines}
+
+  Of the {len(over)} levels (of every engine and round) whose worst stall was over the target, in
+  {len(by_gc)} a garbage collection made at least 80% of it, and in {len(by_os)} more no callback took over
+  {TARGET * 1e3:.0f} ms of CPU: the OS was running other processes{others}. With {last} agents on the paced server the
+  longest collection took {gc_at("aerix", lambda lv: lv.longest_gc) * 1e3:.0f} ms with the default settings and {gc_at(TUNED, lambda lv: lv.longest_gc) * 1e3:.1f} ms tuned; by default
+  full collections ran {gc_at("aerix", lambda lv: lv.full_gcs / lv.seconds):.1f} times a second there, and tuned there were {tuned_full} in all
+  {tuned_seconds:.0f} s of tuned runs. A full collection scans every live object that is not frozen: with
+  {last} agents on the paced server, each agent in the middle of a run held {heap.per_agent:.0f} tracked objects (its
+  conversation, its events, the request in flight in httpx and httpcore) and each connection
+  {heap.per_connection:.0f}, so the pause grows with the agents; the tuned settings make full collections rare,
+  not shorter. The most CPU time any callback took was {worst_cpu:.1f} ms (collections included,
+  median over rounds)."""
 
 
 def main() -> None:
@@ -362,13 +470,17 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    proc, base_url = start_server()
+    paced_proc, paced_url = start_server("--tokens", str(TOKENS), "--pace", str(PACE), "--slots", str(SLOTS))
+    instant_proc, instant_url = start_server()
     try:
-        results = asyncio.run(bench(base_url, proc.pid, args.rounds, args.seconds))
+        results, heap = asyncio.run(
+            bench({"paced": paced_url, "instant": instant_url}, args.rounds, args.seconds)
+        )
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    modes = "\n".join(f"- *{mode}*: {what}." for mode, what in MODES.items())
+        for proc in (paced_proc, instant_proc):
+            proc.terminate()
+            proc.wait(timeout=10)
+    modes = "\n".join(f"- *{mode}*: {what}." for (_, mode), what in ENGINES.items() if what)
     text = f"""## Concurrency: many agents, one event loop, one server
 
 Machine: {_report.machine()}.
@@ -377,28 +489,41 @@ Machine: {_report.machine()}.
 agents on one event loop (each runs one `Agent.ask` after another, a fresh `Agent` per run),
 sharing one `OpenAICompatible` engine, against a fake OpenAI-compatible server in a separate
 process on 127.0.0.1 that streams canned SSE turns: {CALLS} turns that each call an async no-op
-tool, then a final (6 requests per run). Each figure is the median of {args.rounds} rounds of
-{args.seconds:g} s per level; engines and levels take turns within each round.
+tool, then a final (6 requests per run). The *paced* server behaves like an inference server:
+each turn streams {TOKENS + 4} chunks {PACE * 1e3:g} ms apart ({TURN_SECONDS * 1e3:.0f} ms a turn) and at most {SLOTS}
+generations run at once (the rest queue), so it saturates at {SLOTS} / {TURN_SECONDS:g} s = **{CAPACITY:.0f} turns/s**
+({CAPACITY / (CALLS + 1):.1f} runs/s) while waiting costs it no CPU. The *instant* server writes each turn at
+once, so the client's CPU is the limit: it measures the client's ceiling. Each figure is the
+median of {args.rounds} rounds of {args.seconds:g} s per level (the runs under way at the end finish
+outside the throughput window); engines and levels take turns within each round.
 
 {modes}
 
+- *turns/s*, *runs/s*: turns (and runs) completed per second of the window; *of capacity*: turns/s over the
+  paced server's {CAPACITY:.0f} turns/s.
 - *aerix latency/turn*: from the engine yielding a generation's done delta to the server having
-  read the same run's next request (the server stamps it on the shared monotonic clock):
-  parsing the turn, the events, the tool, the result message, building, encoding and sending
-  the request through httpx, and waiting for the loop while other agents run.
-- *client CPU/turn*: this process's CPU time per request (aerix, httpx, the measuring).
-- *tick lateness*: how late a task awaiting `asyncio.sleep(0.001)` in a loop wakes up (the
-  brief's stall measure). It counts everything ahead of the ticker: garbage collection, and,
-  once the client's CPU is saturated, every other agent's ready work in the same loop
-  iteration.
-- *longest callback*: the most CPU time one event-loop callback (one task step) took, garbage
-  collection taken out: the longest that aerix or httpx code ever held the loop.
-- *longest GC pause*: Python's cyclic garbage collector, which stops the loop while it scans.
-- *server CPU*: the fake server process's CPU time over the wall time (100% = one core).
+  read the same run's next request (the server stamps it on the shared monotonic clock, before
+  the request waits for a slot): parsing the turn, the events, the tool, the result message,
+  building, encoding and sending the request through httpx, and waiting for the loop while
+  other agents run.
+- *client CPU/turn*: this process's CPU time per turn (aerix, httpx, the measuring); with few
+  agents on the paced server it includes the idle event loop's own wake-ups.
+- *worst stall*: the longest wall time one event-loop callback (one task step) held the loop,
+  garbage collection inside it included: every other task waits that long. *worst stall, CPU*:
+  the most CPU time one callback took, collections included; unlike wall time, it leaves out
+  the OS running other processes.
+- *longest GC*: the longest garbage collection (wall time); *full GCs/s*: full (generation 2)
+  collections per second, each of which scans every live object.
 
-{table(results)}
+Paced server ({SLOTS} slots, {TURN_SECONDS * 1e3:.0f} ms a turn, capacity {CAPACITY:.0f} turns/s):
 
-{reading(results, load_before, os.getloadavg()[0])}
+{table(results, "paced")}
+
+Instant server (the client's ceiling):
+
+{table(results, "instant")}
+
+{reading(results, heap, load_before, os.getloadavg()[0])}
 """
     print(text)
     if not args.no_write:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
-from aerix import AbortController
+from aerix import AbortController, AbortSignal
 
 
 def test_abort_once_with_reason() -> None:
@@ -33,6 +35,28 @@ def test_callbacks_run_once_and_can_be_removed() -> None:
     c.abort()
     c.signal.add_callback(lambda: calls.append("late"))  # already aborted: at once
     assert calls == ["a", "late"]
+
+
+def test_a_removed_callback_is_forgotten_so_its_owner_dies_by_refcount() -> None:
+    class Owner:
+        """Registers its own method and keeps the remover, as a run's guard does."""
+
+        def __init__(self, signal: AbortSignal) -> None:
+            self.remove = signal.add_callback(self.on_abort)
+
+        def on_abort(self) -> None:
+            raise AssertionError("not aborted")
+
+    c = AbortController()
+    owner = Owner(c.signal)
+    ref = weakref.ref(owner)
+    owner.remove()
+    gc.disable()  # no cycle may be left for the collector
+    try:
+        del owner
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 async def test_await_the_signal_from_another_thread() -> None:

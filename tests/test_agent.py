@@ -83,6 +83,16 @@ async def test_every_generation_gets_the_schema_and_the_limits() -> None:
         assert all(set(m) == {"role", "content"} for m in c.messages)
 
 
+async def test_a_turn_schema_is_built_once_and_only_when_a_generation_needs_it() -> None:
+    agent, model = agent_with(call(), final(), final())
+    assert not agent._schemas  # an idle agent holds no schema (each is dozens of objects)
+    await events_of(agent)
+    await agent.ask("again")
+    first, second, third = (c.opts["constraint"]["json"] for c in model.calls)
+    assert first is second is third
+    assert list(agent._schemas) == [("auto", False)]
+
+
 async def test_constrain_false_sends_no_constraint() -> None:
     agent, model = agent_with(final(), constrain=False)
     await events_of(agent)

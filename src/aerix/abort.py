@@ -45,9 +45,9 @@ class AbortSignal:
         with self._lock:
             if not self._aborted:
                 self._callbacks.append(fn)
-                return lambda: self._discard(fn)
+                return _Remover(self, fn)
         fn()
-        return lambda: None
+        return _nothing
 
     def _discard(self, fn: Callable[[], object]) -> None:
         with self._lock:
@@ -97,6 +97,31 @@ class AbortSignal:
         return f"AbortSignal(aborted={self._aborted})"
 
 
+class _Remover:
+    """Unregisters one callback, then forgets it.
+
+    Forgetting matters: an object that registers its own method and keeps the
+    remover (as a run's guard does) would otherwise form a reference cycle
+    that lives until the garbage collector's next full scan.
+    """
+
+    __slots__ = ("_fn", "_signal")
+
+    def __init__(self, signal: AbortSignal, fn: Callable[[], object]) -> None:
+        self._signal: AbortSignal | None = signal
+        self._fn = fn
+
+    def __call__(self) -> None:
+        signal, self._signal = self._signal, None
+        if signal is not None:
+            signal._discard(self._fn)
+            self._fn = _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
 class AbortController:
     """Owns an `AbortSignal` and aborts it.
 
@@ -127,5 +152,5 @@ class AbortController:
             A function that stops following.
         """
         if signal is None:
-            return lambda: None
+            return _nothing
         return signal.add_callback(lambda: self.abort(signal.reason))

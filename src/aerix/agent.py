@@ -176,11 +176,7 @@ class Agent:
             "role": "system",
             "content": render_system(instructions, self._tool_list),
         }
-        self._schemas = {
-            (c, short): turn_schema(self._tool_list, c, short=short)
-            for c in {"auto", self._tool_choice}
-            for short in (False, True)
-        }
+        self._schemas: dict[tuple[str, bool], dict[str, Any]] = {}
         self._messages: list[ChatMessage] = []
         self._next_id = 0
         self._busy = False
@@ -324,7 +320,7 @@ class Agent:
                     opts["max_tokens"] = limits.max_tokens
                     opts["signal"] = signal
                     if self._constrain:
-                        opts["constraint"] = {"json": self._schemas[choice, short]}
+                        opts["constraint"] = {"json": self._schema(choice, short)}
                     stream = self._model.chat([self._system, *self._messages, *pending, *retry], opts)
                     parts: list[str] = []
                     done: Delta | None = None
@@ -488,6 +484,15 @@ class Agent:
         unfollow()
         if self._guard is guard:  # not a newer run's state
             self._guard, self._busy = None, False
+
+    def _schema(self, choice: str, short: bool) -> dict[str, Any]:
+        """The turn schema for this tool choice, built on first use: most runs need only one
+        of them, and each is a few dozen objects that the agent keeps (and the garbage
+        collector scans)."""
+        schema = self._schemas.get((choice, short))
+        if schema is None:
+            schema = self._schemas[choice, short] = turn_schema(self._tool_list, choice, short=short)
+        return schema
 
     def _commit(self, pending: list[ChatMessage]) -> None:
         self._messages.extend(pending)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import socket
 import sys
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -237,6 +239,44 @@ async def test_event_hooks_see_every_request() -> None:
     async with serving(stream(*sse_body("{}")), event_hooks={"request": [record]}) as (_server, engine):
         await asyncio.gather(*(collect(engine, {"max_tokens": i + 1}) for i in range(3)))
     assert sorted(body["max_tokens"] for body in seen) == [1, 2, 3]
+
+
+async def test_a_finished_response_dies_by_refcount_not_by_the_garbage_collector() -> None:
+    responses: list[weakref.ref[Any]] = []
+
+    async def record(response: Any) -> None:
+        responses.append(weakref.ref(response))
+
+    hooks = {"response": [record]}
+    async with serving(stream(*sse_body("{}")), event_hooks=hooks) as (_server, engine):
+        await collect(engine)  # a warm connection
+        gc.collect()
+        gc.disable()  # what a cycle keeps alive stays alive now
+        try:
+            await collect(engine)
+            async with asyncio.timeout(GUARD):
+                while engine._tasks:  # the request hands its connection back after the done delta
+                    await asyncio.sleep(0)
+            assert len(responses) == 2 and responses[1]() is None
+        finally:
+            gc.enable()
+
+
+async def test_a_failed_request_leaves_no_reference_cycle() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(500, json.dumps({"error": {"message": "boom"}}))
+
+    async with serving(handler) as (_server, engine):
+        gc.collect()
+        gc.disable()  # what a cycle keeps alive stays alive now
+        try:
+            try:
+                await collect(engine)
+            except EngineError as exc:
+                error = weakref.ref(exc)
+            assert error() is None
+        finally:
+            gc.enable()
 
 
 async def test_a_given_http_client_is_used_and_left_open() -> None:
