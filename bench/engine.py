@@ -7,7 +7,8 @@ writes them to docs/benchmarks.md (section "engine").
    and a user message), greedy, each path repeated and interleaved:
    - aerix unconstrained;
    - aerix under the turn schema with llguidance's mask only;
-   - aerix under the turn schema with the mask and jump-forward (the default);
+   - aerix under the turn schema with the mask and jump-forward, value biases
+     off, and on (the default: copy and close biases, see docs/engines.md);
    - llama-cpp-python unconstrained, and with its own grammar sampler
      (`LlamaGrammar.from_json_schema`, `Llama.generate(grammar=...)`).
    Tokens per second count every generated token; under jump-forward the forced
@@ -149,6 +150,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
 
     engine = load("smollm2-instruct", n_threads=threads, n_ctx=2048)
     mask_only = load("smollm2-instruct", n_threads=threads, n_ctx=2048, jump_forward=False)
+    unbiased = load("smollm2-instruct", n_threads=threads, n_ctx=2048, copy_bias=0, close_bias=0)
     llama = llama_cpp.Llama(str(model_path("smollm2-instruct")), n_ctx=2048, n_threads=threads, verbose=False)
     from llama_cpp.llama_grammar import LlamaGrammar
 
@@ -157,6 +159,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     paths: dict[str, Callable[[], dict[str, Any]]] = {
         "aerix, unconstrained": lambda: _aerix(engine, False),
         "aerix, llguidance mask only": lambda: _aerix(mask_only, True),
+        "aerix, mask + jump-forward, no value biases": lambda: _aerix(unbiased, True),
         "aerix, mask + jump-forward (default)": lambda: _aerix(engine, True),
         "llama-cpp-python, unconstrained": lambda: _llama_cpp(llama, None, prompt),
         "llama-cpp-python, its grammar sampler": lambda: _llama_cpp(llama, grammar, prompt),
@@ -185,6 +188,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     figures = {
         "constrained_vs_unconstrained": ours / base,
         "mask_only_vs_unconstrained": rate["aerix, llguidance mask only"] / base,
+        "biases_vs_no_biases": ours / rate["aerix, mask + jump-forward, no value biases"],
         "constrained_vs_llama_grammar": ours / theirs,
         "llama_grammar_vs_llama_unconstrained": theirs / rate["llama-cpp-python, unconstrained"],
     }
@@ -204,6 +208,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
         f"- constrained (mask + jump-forward) / unconstrained: "
         f"**{figures['constrained_vs_unconstrained']:.2f}**\n"
         f"- mask only / unconstrained: {figures['mask_only_vs_unconstrained']:.2f}\n"
+        f"- default (value biases on) / value biases off: {figures['biases_vs_no_biases']:.2f}\n"
         f"- constrained / llama-cpp-python's grammar sampler: "
         f"**{figures['constrained_vs_llama_grammar']:.2f}**\n"
         f"- llama-cpp-python grammar / its unconstrained: "
@@ -212,6 +217,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     )
     engine.close()
     mask_only.close()
+    unbiased.close()
     llama.close()
     return text, figures
 

@@ -160,6 +160,14 @@ async def test_bad_options_are_clear_errors(engine: LlamaCpp) -> None:
         await collect(engine, [user("x")], constraint={"schema": {}})
 
 
+@pytest.mark.parametrize("option", ["copy_bias", "close_bias"])
+@pytest.mark.parametrize("value", [-1, 101, True, "2", float("nan")])
+def test_bad_value_biases_are_clear_errors(tiny_gguf: Path, option: str, value: object) -> None:
+    with pytest.raises(AerixError, match=f"{option} must be a number from 0 to 100, got {value!r}") as info:
+        LlamaCpp(tiny_gguf, **{option: value})
+    assert info.value.kind == "options"
+
+
 async def test_prompt_longer_than_the_context_is_a_clear_error(tiny_gguf: Path) -> None:
     engine = LlamaCpp(tiny_gguf, n_ctx=64)
     try:
@@ -599,3 +607,16 @@ def test_a_missing_dependency_names_the_extra(monkeypatch: pytest.MonkeyPatch, m
     monkeypatch.setitem(sys.modules, missing, None)
     with pytest.raises(ImportError, match=re.escape("pip install 'aerix[llama]'")):
         importlib.import_module("aerix.engines.llamacpp")
+
+
+def test_n_threads_also_sets_the_prefill_threads(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_threads=1)
+    try:
+        assert engine._llama.n_threads_batch == 1  # llama-cpp-python would take every CPU
+    finally:
+        engine.close()
+    engine = LlamaCpp(tiny_gguf, n_threads=1, n_threads_batch=2)
+    try:
+        assert engine._llama.n_threads_batch == 2
+    finally:
+        engine.close()

@@ -151,3 +151,49 @@ async def test_abort_stops_decoding(smollm2: LlamaCpp) -> None:
     assert deltas[-1].done and deltas[-1].finish == "stop"
     usage = deltas[-1].usage
     assert usage is not None and usage.completion_tokens < 50
+
+
+PERSON: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "city": {"type": "string"},
+        "note": {"type": "string"},
+        "vip": {"type": "boolean"},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+REQUEST = "Sign up Xylophona Quentrell, aged 47, for the pottery course."
+
+
+async def person(engine: LlamaCpp) -> dict[str, Any]:
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "Answer with the JSON of the person to sign up."},
+        {"role": "user", "content": REQUEST},
+    ]
+    deltas = await generate(engine, messages, max_tokens=64, temperature=0, constraint={"json": PERSON})
+    value = json.loads("".join(d.text for d in deltas))
+    assert isinstance(value, dict)
+    return value
+
+
+@pytest.mark.parametrize("copy_bias", [100.0, 2.5])
+async def test_the_copy_bias_copies_values_from_the_request(copy_bias: float) -> None:
+    engine = load("smollm2-instruct", n_ctx=2048, copy_bias=copy_bias, close_bias=100)
+    try:
+        value = await person(engine)
+    finally:
+        engine.close()
+    assert value["name"] and f" {value['name']}," in f" {REQUEST}"  # a whole span of the request
+    assert value["age"] == 47
+
+
+async def test_the_close_bias_leaves_optional_fields_out() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048, close_bias=100)
+    try:
+        value = await person(engine)
+    finally:
+        engine.close()
+    assert set(value) == {"name", "age"}

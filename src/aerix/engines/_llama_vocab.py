@@ -28,6 +28,7 @@ class Vocab:
         self.byte_level = llama_cpp.llama_vocab_type(self.ptr) == llama_cpp.LLAMA_VOCAB_TYPE_BPE
         """Whether the tokens are byte-level BPE: any piece of text tokenises alone exactly."""
         self._pieces: dict[int, tuple[bytes, bytes]] = {}
+        self._texts: dict[int, str] = {}
 
     def piece(self, token: int) -> tuple[bytes, bytes]:
         """The token's bytes: (with special tokens spelled out, as shown to the user)."""
@@ -37,6 +38,13 @@ class Vocab:
             control = llama_cpp.llama_vocab_get_attr(self.ptr, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
             cached = (raw, b"" if control else raw)
             self._pieces[token] = cached
+        return cached
+
+    def piece_text(self, token: int) -> str:
+        """The token's visible text (a partial UTF-8 character dropped), cached."""
+        cached = self._texts.get(token)
+        if cached is None:
+            cached = self._texts[token] = self.piece(token)[1].decode(errors="ignore")
         return cached
 
     def raw_piece(self, token: int) -> bytes:

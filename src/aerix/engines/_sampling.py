@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Sampling", "TextStream", "sample"]
+__all__ = ["Sampling", "TextStream", "mask_logits", "sample"]
 
 Logits = npt.NDArray[np.float32]
 Bitmask = npt.NDArray[np.int32]
@@ -39,7 +39,8 @@ def _allowed(mask: Bitmask, token: int) -> bool:
     return bool((int(mask[token >> 5]) >> (token & 31)) & 1)
 
 
-def _mask_logits(logits: Logits, mask: Bitmask) -> Logits:
+def mask_logits(logits: Logits, mask: Bitmask) -> Logits:
+    """A copy of the logits with the tokens the mask forbids at minus infinity."""
     bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: logits.shape[0]]
     return np.where(bits.astype(bool), logits, np.float32(-np.inf))
 
@@ -57,8 +58,8 @@ def sample(logits: Logits, s: Sampling, rng: np.random.Generator, mask: Bitmask 
         best = int(np.argmax(logits))
         if mask is None or _allowed(mask, best):
             return best
-        return int(np.argmax(_mask_logits(logits, mask)))
-    work = logits if mask is None else _mask_logits(logits, mask)
+        return int(np.argmax(mask_logits(logits, mask)))
+    work = logits if mask is None else mask_logits(logits, mask)
     n = work.shape[0]
     if 0 < s.top_k < n:
         idx = np.argpartition(work, n - s.top_k)[n - s.top_k :]

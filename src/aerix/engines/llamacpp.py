@@ -25,19 +25,25 @@ import numpy as np
 
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
+from ._bias import ValueBias
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
 from ._llama_request import Request, parse_request
 from ._llama_vocab import Vocab
 from ._prefix import TokenHistory
-from ._sampling import TextStream, sample
+from ._sampling import TextStream, mask_logits, sample
 
 try:
     import llama_cpp
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
 
-__all__ = ["GenerationStats", "LlamaCpp"]
+__all__ = ["CLOSE_BIAS", "COPY_BIAS", "GenerationStats", "LlamaCpp"]
+
+COPY_BIAS = 2.5
+"""The default `copy_bias` (see `LlamaCpp`), in logits."""
+CLOSE_BIAS = 2.0
+"""The default `close_bias` (see `LlamaCpp`), in logits."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,12 +92,19 @@ class LlamaCpp:
     Args:
         model_path: The GGUF file.
         n_ctx: Context length in tokens; 0 uses the model's training length.
-        n_threads: CPU threads for decoding (llama-cpp-python's default if `None`).
+        n_threads: CPU threads for decoding and, unless `n_threads_batch` is given,
+            for prefill (llama-cpp-python's defaults if `None`).
         n_batch: The most tokens evaluated in one `llama_decode` call.
         prefill_chunk: Tokens prefilled between two checks of the abort signal.
         chat_template: A Jinja chat template to use instead of the model's own.
         jump_forward: Under a constraint, evaluate the tokens the schema forces in
             one batch instead of sampling them one by one (turn off only to compare).
+        copy_bias: Under a constraint, add this to the logit of each likely token that
+            keeps a JSON string or number value a span of the user's messages (values
+            are usually copied from the request); 0 turns it off.
+        close_bias: Under a constraint, add this to the logit of the tokens that close
+            a JSON object right after a value when its remaining fields are optional
+            (optional fields are then written only when the model is sure); 0 turns it off.
         verbose: Let llama.cpp print its logs.
         **llama_kwargs: Passed on to `llama_cpp.Llama`.
 
@@ -110,6 +123,8 @@ class LlamaCpp:
         prefill_chunk: int = 64,
         chat_template: str | None = None,
         jump_forward: bool = True,
+        copy_bias: float = COPY_BIAS,
+        close_bias: float = CLOSE_BIAS,
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
@@ -121,6 +136,11 @@ class LlamaCpp:
             )
         if prefill_chunk < 1:
             raise AerixError("options", f"prefill_chunk must be at least 1, got {prefill_chunk}")
+        for name, bias in (("copy_bias", copy_bias), ("close_bias", close_bias)):
+            if isinstance(bias, bool) or not isinstance(bias, int | float) or not 0 <= bias <= 100:
+                raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
+        if n_threads is not None:
+            llama_kwargs.setdefault("n_threads_batch", n_threads)  # else it is every CPU
         try:
             self._llama = llama_cpp.Llama(
                 model_path=str(path),
@@ -145,6 +165,7 @@ class LlamaCpp:
             self._llama.input_ids = np.zeros(self._n_ctx, dtype=np.intc)
         self._chunk = min(prefill_chunk, n_batch)
         self._jump_forward = jump_forward
+        self._biases = (float(copy_bias), float(close_bias))
         self._template = self._load_template(chat_template)
         self._bos = self._template.bos_token.encode()
         # Byte matching is exact only for byte-level BPE; other vocabularies
@@ -306,13 +327,14 @@ class LlamaCpp:
         req = job.request
         rng = self._rng if req.seed is None else np.random.default_rng(req.seed)
         text = TextStream(req.stop)
+        bias = self._bias(req, constrained)
         limit = req.max_tokens
         # A schema may force the first tokens already, e.g. `{"calls":[`.
         batch = self._forced(constrained, limit, counts)
         while True:
             if batch:
                 counts["generated"] += len(batch)
-                pieces = self._emit_text(job, text, batch)
+                pieces = self._emit_text(job, text, batch, bias)
                 if text.stopped:
                     return self._finish(job, text, "stop")
                 if constrained is not None and constrained.done:
@@ -331,6 +353,8 @@ class LlamaCpp:
                 llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,)
             )
             mask = None if constrained is None else constrained.fill_mask()
+            if bias is not None and mask is not None and bias.active:
+                logits, mask = bias.apply(mask_logits(logits, mask)), None
             token = sample(logits, req.sampling, rng, mask)
             if self._vocab.is_end(token):
                 return self._finish(job, text, "stop")
@@ -356,9 +380,22 @@ class LlamaCpp:
             job.emit(Delta(text=rest))
         return finish
 
-    def _emit_text(self, job: _Job, text: TextStream, batch: list[int]) -> list[bytes]:
+    def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
+        """The value biases of a constrained generation; values copy from the user's messages."""
+        copy, close = self._biases
+        if constrained is None or not (copy or close):
+            return None
+        source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
+        return ValueBias(source, copy=copy, close=close, piece=self._vocab.piece_text)
+
+    def _emit_text(
+        self, job: _Job, text: TextStream, batch: list[int], bias: ValueBias | None = None
+    ) -> list[bytes]:
         pieces = [self._vocab.piece(t) for t in batch]
-        out = text.push(b"".join(p[1] for p in pieces))
+        data = b"".join(p[1] for p in pieces)
+        if bias is not None:
+            bias.feed(data)
+        out = text.push(data)
         if out:
             job.emit(Delta(text=out))
         return [p[0] for p in pieces]
