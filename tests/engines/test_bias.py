@@ -201,3 +201,23 @@ def test_both_biases_off_change_nothing() -> None:
     b.feed(b'{"city":"')
     assert not b.active
     assert b.apply(np.zeros(len(PIECES), dtype=np.float32)).tolist() == [0.0] * len(PIECES)
+
+
+def test_each_occurrence_is_copied_once() -> None:
+    b = ValueBias("the sides are 4 and 5", copy=1.0, close=0.0, piece=["4", "5", "}"].__getitem__)
+    b.feed(b'{"x":4,"y":')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]  # 4 is taken
+
+
+def test_a_repeated_value_may_be_copied_as_often_as_the_request_repeats_it() -> None:
+    spans = Spans("from 4 to 4")
+    spans.use("4")
+    assert spans.match("4", whole=True)
+    spans.use("4")
+    assert not spans.match("4", whole=True)
+
+
+def test_a_string_value_takes_its_occurrence_too() -> None:
+    b = ValueBias("Lisbon or Porto", copy=1.0, close=0.0, piece=["Lisbon", "Porto"].__getitem__)
+    b.feed(b'{"a":"Lisbon","b":"')
+    assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 1.0]

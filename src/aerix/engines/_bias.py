@@ -9,7 +9,10 @@ likeliest tokens the schema allows, address that:
   keeps the value a span of the user's messages gets `copy` added to its
   logit. A span starts and ends at word boundaries (never inside a word or a
   number) and starts with a letter, a digit or a minus sign; a token that
-  closes the value is nudged only when the value is a whole span.
+  closes the value is nudged only when the value is a whole span. Each
+  occurrence in the messages is copied once: once a value has taken it, it is
+  not offered to the next one (`"x": 4, "y": 5` from "sides 4 and 5", not
+  `"y": 4`).
 - **close**: right after a value inside an object that may end there (the
   schema allows `}`: every field left is optional), the closing tokens get
   `close` added, so optional fields are written only when the model is sure
@@ -41,9 +44,13 @@ class JsonCursor:
 
     Tracks only what the biases need. Keys are told from string values by
     their place (after `{` or `,` in an object).
+
+    Args:
+        on_value: Called with the raw text of each string or number value once it ends.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_value: Callable[[str], object] | None = None) -> None:
+        self._on_value = on_value
         self._stack: list[str] = []
         self._expect_key = False
         self._in_string = False
@@ -68,6 +75,8 @@ class JsonCursor:
             elif c == "\\":
                 self._escaped = True
             elif c == '"':
+                if self.value is not None and self._on_value is not None:
+                    self._on_value(self.value)
                 self._in_string, self.value, self.after_value = False, None, not self._in_key
                 return
             if self.value is not None:
@@ -77,6 +86,8 @@ class JsonCursor:
             if c in _NUMBER:
                 self.value = (self.value or "") + c
                 return
+            if self.value is not None and self._on_value is not None:
+                self._on_value(self.value)
             self.number, self.value = False, None
         self.after_value = False
         if c == '"':
@@ -159,10 +170,20 @@ def _kind(c: str) -> str:
 
 
 class Spans:
-    """Which texts are spans of a source text: starting (and ending) at word boundaries."""
+    """Which texts are spans of a source text: starting (and ending) at word boundaries.
+
+    An occurrence taken by `use` is not matched again.
+    """
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self._used: set[int] = set()
+
+    def use(self, value: str) -> None:
+        """Take the first free occurrence of `value` as a whole span: it is not offered again."""
+        i = self._find(value, whole=True)
+        if i >= 0:
+            self._used.add(i)
 
     def _boundary(self, i: int) -> bool:
         s = self.source
@@ -178,12 +199,15 @@ class Spans:
         """
         if not value or not (value[0].isalnum() or value[0] == "-") or (whole and value[-1].isspace()):
             return False
+        return self._find(value, whole) >= 0
+
+    def _find(self, value: str, whole: bool) -> int:
         s, i = self.source, self.source.find(value)
         while i >= 0:
-            if self._boundary(i) and (not whole or self._boundary(i + len(value))):
-                return True
+            if i not in self._used and self._boundary(i) and (not whole or self._boundary(i + len(value))):
+                return i
             i = s.find(value, i + 1)
-        return False
+        return -1
 
 
 class ValueBias:
@@ -202,7 +226,7 @@ class ValueBias:
         self._copy = np.float32(copy)
         self._close = np.float32(close)
         self._piece = piece
-        self._cursor = JsonCursor()
+        self._cursor = JsonCursor(on_value=self._spans.use)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def feed(self, data: bytes) -> None:
