@@ -435,9 +435,15 @@ def reading(results: Results, heap: Census, load_before: float, load_after: floa
     worst_cpu = max(fig(s, m, n, lambda lv: lv.worst_cpu) for s, m in ENGINES for n in LEVELS) * 1e3
     stall_lines = "\n".join(stalls)
     first_saturates = "the paced server" if ceiling > CAPACITY else "the client"
-    return f"""Reading it (load average {load_before:.1f} before the run and {load_after:.1f} after: other
-work shared the machine's 2 cores, so absolute rates and wall times are noisy; the engines took
-turns, so their ratios are less so):
+    busy = max(load_before, load_after) > 1.5
+    shared = (
+        "other work shared the machine's 2 cores, so absolute rates and wall times are noisy; "
+        "the engines took turns, so their ratios are less so"
+        if busy
+        else "the machine was otherwise quiet; the benchmark's own two processes share its 2 cores"
+    )
+    return f"""Reading it (load average {load_before:.1f} before the run and {load_after:.1f} after:
+{shared}):
 
 - Throughput against the paced server (capacity {CAPACITY:.0f} turns/s: {SLOTS} slots, {TURN_SECONDS * 1e3:.0f} ms a
   turn): {growth} agents; {saturation}.
