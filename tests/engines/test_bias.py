@@ -54,19 +54,21 @@ def test_a_key_or_a_literal_position_is_not_a_value_start() -> None:
 @pytest.mark.parametrize(
     ("text", "piece", "expected"),
     [
-        ('{"city":"San', " Francisco", ("San Francisco", False)),
-        ('{"city":"San', '"}', ("San", True)),
-        ('{"city":"San', '",', ("San", True)),
-        ('{"n":5', "0", ("50", False)),
-        ('{"n":5', "}", ("5", True)),
-        ('{"n":', "42", ("42", False)),
-        ('{"n":', '"Bos', ("Bos", False)),
-        ('{"n":', '"a"', ("a", True)),
+        ('{"city":"San', " Francisco", ("San Francisco", False, False)),
+        ('{"city":"San', '"}', ("San", True, False)),
+        ('{"city":"San', '",', ("San", True, False)),
+        ('{"n":5', "0", ("50", False, True)),
+        ('{"n":5', "}", ("5", True, True)),
+        ('{"n":', "42", ("42", False, True)),
+        ('{"n":', '"Bos', ("Bos", False, False)),
+        ('{"n":', '"a"', ("a", True, False)),
         ('{"n":', "true", None),
         ('{"', "city", None),
     ],
 )
-def test_a_candidate_token_writes_a_value(text: str, piece: str, expected: tuple[str, bool] | None) -> None:
+def test_a_candidate_token_writes_a_value(
+    text: str, piece: str, expected: tuple[str, bool, bool] | None
+) -> None:
     assert cursor_after(text).candidate(piece) == expected
 
 
@@ -221,3 +223,15 @@ def test_a_string_value_takes_its_occurrence_too() -> None:
     b = ValueBias("Lisbon or Porto", copy=1.0, close=0.0, piece=["Lisbon", "Porto"].__getitem__)
     b.feed(b'{"a":"Lisbon","b":"')
     assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 1.0]
+
+
+def test_numbers_are_copied_without_thousands_separators() -> None:
+    pieces = ["2", "0", "}", ","]
+    b = ValueBias("a net income of $2,000,000 in 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"income":200')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0, 0.0]  # on to 2000000
+    b.feed(b"0000")
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]  # a whole span
+    b = ValueBias("sides 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"a":2')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]  # "2,3" is a list

@@ -12,7 +12,8 @@ likeliest tokens the schema allows, address that:
   closes the value is nudged only when the value is a whole span. Each
   occurrence in the messages is copied once: once a value has taken it, it is
   not offered to the next one (`"x": 4, "y": 5` from "sides 4 and 5", not
-  `"y": 4`).
+  `"y": 4`). Numbers match without thousands separators (`2000000` copies
+  "$2,000,000").
 - **close**: right after a value inside an object that may end there (the
   schema allows `}`: every field left is optional), the closing tokens get
   `close` added, so optional fields are written only when the model is sure
@@ -25,6 +26,7 @@ among the nudged tokens: a bias breaks near-ties, it does not dictate.
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -35,6 +37,8 @@ __all__ = ["JsonCursor", "Spans", "ValueBias"]
 Logits = npt.NDArray[np.float32]
 
 _NUMBER = frozenset("0123456789.eE+-")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+"""A thousands separator: a comma between a digit and exactly three digits."""
 _CANDIDATES = 32
 """How many of the likeliest allowed tokens are looked at per step."""
 
@@ -46,10 +50,11 @@ class JsonCursor:
     their place (after `{` or `,` in an object).
 
     Args:
-        on_value: Called with the raw text of each string or number value once it ends.
+        on_value: Called with the raw text of each string or number value once it
+            ends, and whether it is a number.
     """
 
-    def __init__(self, on_value: Callable[[str], object] | None = None) -> None:
+    def __init__(self, on_value: Callable[[str, bool], object] | None = None) -> None:
         self._on_value = on_value
         self._stack: list[str] = []
         self._expect_key = False
@@ -76,7 +81,7 @@ class JsonCursor:
                 self._escaped = True
             elif c == '"':
                 if self.value is not None and self._on_value is not None:
-                    self._on_value(self.value)
+                    self._on_value(self.value, False)
                 self._in_string, self.value, self.after_value = False, None, not self._in_key
                 return
             if self.value is not None:
@@ -87,7 +92,7 @@ class JsonCursor:
                 self.value = (self.value or "") + c
                 return
             if self.value is not None and self._on_value is not None:
-                self._on_value(self.value)
+                self._on_value(self.value, True)
             self.number, self.value = False, None
         self.after_value = False
         if c == '"':
@@ -125,8 +130,11 @@ class JsonCursor:
         """Whether the next token may close the innermost object right after a value."""
         return self.in_object and (self.after_value or self.number)
 
-    def candidate(self, piece: str) -> tuple[str, bool] | None:
-        """The value a token would write, and whether it would end it; `None` if not a value."""
+    def candidate(self, piece: str) -> tuple[str, bool, bool] | None:
+        """The value a token would write, whether it would end it, and whether it is a number.
+
+        `None` if the token writes no value.
+        """
         if self.value is not None and self._in_string:
             return _string(self.value, piece)
         if self.value is not None:
@@ -146,7 +154,7 @@ class JsonCursor:
         return piece.startswith("}")
 
 
-def _string(value: str, piece: str) -> tuple[str, bool]:
+def _string(value: str, piece: str) -> tuple[str, bool, bool]:
     escaped = False
     for i, c in enumerate(piece):
         if escaped:
@@ -154,15 +162,15 @@ def _string(value: str, piece: str) -> tuple[str, bool]:
         elif c == "\\":
             escaped = True
         elif c == '"':
-            return value + piece[:i], True
-    return value + piece, False
+            return value + piece[:i], True, False
+    return value + piece, False, False
 
 
-def _number(value: str, piece: str) -> tuple[str, bool] | None:
+def _number(value: str, piece: str) -> tuple[str, bool, bool] | None:
     end = next((i for i, c in enumerate(piece) if c not in _NUMBER), -1)
     if end < 0:
-        return value + piece, False
-    return (value + piece[:end], True) if piece[end] in ",}]" else None
+        return value + piece, False, True
+    return (value + piece[:end], True, True) if piece[end] in ",}]" else None
 
 
 def _kind(c: str) -> str:
@@ -222,16 +230,20 @@ class ValueBias:
     """
 
     def __init__(self, source: str, *, copy: float, close: float, piece: Callable[[int], str]) -> None:
-        self._spans = Spans(source)
+        self._text = Spans(source)
+        self._numbers = Spans(_THOUSANDS.sub("", source))  # "$2,000,000" is the number 2000000
         self._copy = np.float32(copy)
         self._close = np.float32(close)
         self._piece = piece
-        self._cursor = JsonCursor(on_value=self._spans.use)
+        self._cursor = JsonCursor(on_value=self._use)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
         self._cursor.feed(self._decoder.decode(data))
+
+    def _use(self, value: str, number: bool) -> None:
+        (self._numbers if number else self._text).use(value)
 
     @property
     def active(self) -> bool:
@@ -250,7 +262,8 @@ class ValueBias:
         pieces = {t: p for t in top if (p := self._piece(t))}
         if self._copy:
             for token, piece in pieces.items():
-                if (hit := cursor.candidate(piece)) is not None and self._spans.match(*hit):
+                hit = cursor.candidate(piece)
+                if hit is not None and (self._numbers if hit[2] else self._text).match(hit[0], hit[1]):
                     logits[token] += self._copy
         if self._close and cursor.may_close and pieces:
             # A number may always go on: only once the model ends it, lean to ending the object too.
