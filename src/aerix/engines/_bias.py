@@ -36,7 +36,8 @@ __all__ = ["JsonCursor", "Spans", "ValueBias"]
 
 Logits = npt.NDArray[np.float32]
 
-_NUMBER = frozenset("0123456789.eE+-")
+_NUMBER_CHARS = "0123456789.eE+-"
+_NUMBER = frozenset(_NUMBER_CHARS)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 """A thousands separator: a comma between a digit and exactly three digits."""
 _CANDIDATES = 32
@@ -150,7 +151,7 @@ class JsonCursor:
     def closes(self, piece: str) -> bool:
         """Whether a token closes the innermost object (after ending a number in progress)."""
         if self.number:
-            piece = piece.lstrip("".join(_NUMBER))
+            piece = piece.lstrip(_NUMBER_CHARS)
         return piece.startswith("}")
 
 

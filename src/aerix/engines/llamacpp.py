@@ -389,7 +389,7 @@ class LlamaCpp:
         return ValueBias(source, copy=copy, close=close, piece=self._vocab.piece_text)
 
     def _emit_text(
-        self, job: _Job, text: TextStream, batch: list[int], bias: ValueBias | None = None
+        self, job: _Job, text: TextStream, batch: list[int], bias: ValueBias | None
     ) -> list[bytes]:
         pieces = [self._vocab.piece(t) for t in batch]
         data = b"".join(p[1] for p in pieces)
