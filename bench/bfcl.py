@@ -51,6 +51,7 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="smollm2-instruct")
     ap.add_argument("--copy-bias", type=float, default=None, help="LlamaCpp's copy_bias (default: its own)")
     ap.add_argument("--close-bias", type=float, default=None, help="LlamaCpp's close_bias (default: its own)")
+    ap.add_argument("--no-check-optional", action="store_true", help="LlamaCpp(check_optional=False)")
     ap.add_argument("--jsonl", type=Path, default=None, help="write every entry's outcome here")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/quality.md")
     ap.add_argument("--section", default="bfcl", help="the docs/quality.md section to write")
@@ -60,7 +61,9 @@ async def main(argv: list[str] | None = None) -> int:
 
     t_load = time.perf_counter()
     biases = {"copy_bias": args.copy_bias, "close_bias": args.close_bias}
-    extra = {k: v for k, v in biases.items() if v is not None}
+    extra: dict[str, object] = {k: v for k, v in biases.items() if v is not None}
+    if args.no_check_optional:
+        extra["check_optional"] = False
     engine = aerix.load(args.model, n_threads=args.threads, **extra)
     print(f"model {args.model} loaded in {time.perf_counter() - t_load:.1f} s", file=sys.stderr)
     categories = args.category or list(CATEGORIES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from aerix import (
     ResultEvent,
     RetryEvent,
     TextEvent,
+    ToolFit,
     TurnEvent,
     UsageEvent,
     tool,
@@ -76,7 +78,7 @@ async def test_every_generation_gets_the_schema_and_the_limits() -> None:
     await events_of(agent)
     assert len(model.calls) == 3
     for i, c in enumerate(model.calls):
-        assert c.opts["constraint"] == {"json": turn_schema([weather, clock], short=i == 2)}
+        assert c.opts["constraint"] == {"json": turn_schema([weather, clock], short=i == 2, max_tokens=64)}
         assert c.opts["max_tokens"] == 64 and c.opts["temperature"] == 0
         assert c.opts["signal"] is not None
         assert c.messages[0] == {"role": "system", "content": agent.system}
@@ -557,6 +559,60 @@ async def test_tool_choice_none() -> None:
     agent, model = agent_with(final(), tool_choice="none")
     await events_of(agent)
     assert model.calls[0].opts["constraint"]["json"]["anyOf"][0]["required"] == ["final"]
+
+
+class FittingModel(ScriptedModel):
+    """A scripted model that is a `ToolFit`: it says whether the tools fit, and records what it was asked."""
+
+    def __init__(self, fit: bool | None, *script: Any) -> None:
+        super().__init__(script)
+        self.fit = fit
+        self.asked: list[tuple[str, list[str]]] = []
+
+    async def tools_fit(self, request: str, tools: Sequence[str]) -> bool | None:
+        self.asked.append((request, list(tools)))
+        return self.fit
+
+
+@pytest.mark.parametrize(
+    ("fit", "first"),
+    [(True, [["calls"]]), (False, [["final"]]), (None, [["calls"], ["final"]])],
+)
+async def test_auto_asks_a_tool_fit_model_before_each_runs_first_turn(
+    fit: bool | None, first: list[list[str]]
+) -> None:
+    script = [call(), final(), call(), final()] if fit else [final(), final()]
+    model = FittingModel(fit, *script)
+    agent = Agent(model=model, tools=[weather, clock])
+    await events_of(agent, "Umbrella in Lisbon?")
+    await events_of(agent, "again")
+    assert isinstance(model, ToolFit)
+    assert model.asked == [
+        ("Umbrella in Lisbon?", ["weather: " + weather.description, "clock: " + clock.description]),
+        ("again", ["weather: " + weather.description, "clock: " + clock.description]),
+    ]
+    schemas = [[s["required"] for s in c.opts["constraint"]["json"]["anyOf"]] for c in model.calls]
+    if fit:  # a call, then a free turn after the results; twice
+        assert schemas == [first, [["calls"], ["final"]], first, [["calls"], ["final"]]]
+    else:
+        assert schemas == [first, first]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"tool_choice": "required"},
+        {"tool_choice": "none"},
+        {"tool_choice": "clock"},
+        {"constrain": False},
+        {"tools": []},
+    ],
+)
+async def test_tool_fit_is_asked_only_under_auto_with_tools_and_the_schema(kw: dict[str, Any]) -> None:
+    model = FittingModel(False, call("clock"), final(), final())
+    kw.setdefault("tools", [weather, clock])
+    await events_of(Agent(model=model, **kw))
+    assert model.asked == []
 
 
 # -- ask, busy, reset, sync --------------------------------------------------------------------

@@ -15,6 +15,7 @@ from aerix.turn import (
     MAX_INTEGER,
     MAX_THOUGHT,
     RETRY_FINAL_CHARS,
+    RETRY_MARGIN_TOKENS,
     RETRY_STRING_CHARS,
     BadTurn,
     Turn,
@@ -126,6 +127,21 @@ def test_a_retry_bounds_numbers_to_a_fixed_number_of_decimals() -> None:
     assert short["properties"]["calls"]["items"]["properties"]["input"]["properties"]["ratio"] == bounded
     final = turn_schema([MIXED], short=True)["anyOf"][1]
     assert final["properties"] == {"final": {"type": "string", "maxLength": RETRY_FINAL_CHARS}}
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "length"),
+    [(None, RETRY_FINAL_CHARS), (512, RETRY_FINAL_CHARS), (256, 256 - RETRY_MARGIN_TOKENS), (8, 1)],
+)
+def test_a_retrys_final_fits_in_max_tokens_even_at_one_character_a_token(
+    max_tokens: int | None, length: int
+) -> None:
+    final = turn_schema([MIXED], "none", short=True, max_tokens=max_tokens)["anyOf"][0]
+    assert final["properties"]["final"] == {"type": "string", "maxLength": length}
+    assert (
+        "maxLength"
+        not in turn_schema([MIXED], "none", max_tokens=max_tokens)["anyOf"][0]["properties"]["final"]
+    )
 
 
 def test_tool_choice_shapes() -> None:

@@ -25,7 +25,7 @@ from .events import (
     TurnEvent,
     UsageEvent,
 )
-from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, Usage
+from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit, Usage
 from .options import Hooks, Limits
 from .tools import Field, FieldType, Tool, ToolContext, tool
 
@@ -60,6 +60,7 @@ __all__ = [
     "TextEvent",
     "Tool",
     "ToolContext",
+    "ToolFit",
     "TurnEvent",
     "Usage",
     "UsageEvent",

@@ -36,7 +36,7 @@ from .events import (
     TurnEvent,
     UsageEvent,
 )
-from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model
+from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import (
     HookError,
     Hooks,
@@ -133,7 +133,10 @@ class Agent:
         hooks: A `Hooks`, or a dict with its keys.
         tool_choice: For the first turn of each run: `"auto"` (call tools or
             answer), `"required"` (must call a tool), `"none"` (must answer) or
-            a tool's name (must call that tool). Later turns are free.
+            a tool's name (must call that tool). Later turns are free. Under
+            `"auto"`, a model that is a `ToolFit` (`LlamaCpp`) is asked first
+            whether a tool fits the prompt, and the first turn then calls or
+            answers accordingly.
 
     Raises:
         AerixError: `kind="options"`, naming the bad option and value.
@@ -308,6 +311,17 @@ class Agent:
         try:
             try:
                 guard.arm()
+                if (
+                    choice == "auto"
+                    and self._constrain
+                    and isinstance(self._model, ToolFit)
+                    and self._tool_list
+                ):
+                    fit = await self._model.tools_fit(
+                        prompt, [f"{t.name}: {t.description}" for t in self._tool_list]
+                    )
+                    if fit is not None:
+                        choice = "required" if fit else "none"
                 while True:
                     if generation == limits.turns:
                         ending = EndEvent(
@@ -491,7 +505,9 @@ class Agent:
         collector scans)."""
         schema = self._schemas.get((choice, short))
         if schema is None:
-            schema = self._schemas[choice, short] = turn_schema(self._tool_list, choice, short=short)
+            schema = self._schemas[choice, short] = turn_schema(
+                self._tool_list, choice, short=short, max_tokens=self._limits.max_tokens
+            )
         return schema
 
     def _commit(self, pending: list[ChatMessage]) -> None:

@@ -7,7 +7,7 @@ done `Delta` that carries `finish` and `usage`. Any object with a matching
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
@@ -22,6 +22,7 @@ __all__ = [
     "GenerationOptions",
     "Model",
     "Role",
+    "ToolFit",
     "Usage",
 ]
 
@@ -98,4 +99,18 @@ class Model(Protocol):
             messages: The conversation, system message first.
             opts: Sampling settings, the JSON constraint and the abort signal.
         """
+        ...
+
+
+@runtime_checkable
+class ToolFit(Protocol):
+    """A model that can tell whether tools fit a request (optional; `LlamaCpp` can).
+
+    An `Agent` with `tool_choice="auto"` asks it before each run's first turn:
+    `True` makes that turn call a tool (as `"required"`), `False` makes it
+    answer (as `"none"`), `None` leaves the choice to the model's first key.
+    """
+
+    async def tools_fit(self, request: str, tools: Sequence[str]) -> bool | None:
+        """Whether one of `tools` (each `"name: description"`) fits `request`; `None`: no opinion."""
         ...

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_INTEGER",
     "MAX_THOUGHT",
     "RETRY_FINAL_CHARS",
+    "RETRY_MARGIN_TOKENS",
     "RETRY_STRING_CHARS",
     "BadTurn",
     "ParsedCall",
@@ -95,6 +96,8 @@ RETRY_STRING_CHARS = 100
 """Characters that a retry's schema allows in a `string` input value."""
 RETRY_FINAL_CHARS = 400
 """Characters that a retry's schema allows in a final answer."""
+RETRY_MARGIN_TOKENS = 16
+"""Tokens kept for the JSON around a retry's final answer, under `max_tokens`."""
 
 
 def input_schema(t: Tool, *, bounded: bool = False) -> dict[str, Any]:
@@ -162,7 +165,9 @@ def final_shape(*, thought: bool = True, max_length: int | None = None) -> dict[
     return {"type": "object", "properties": properties, "required": ["final"], "additionalProperties": False}
 
 
-def turn_schema(tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool = False) -> dict[str, Any]:
+def turn_schema(
+    tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool = False, max_tokens: int | None = None
+) -> dict[str, Any]:
     """The JSON Schema of one turn: the calls shape, the final shape, or both.
 
     A turn decoded under it has at most `DECODED_CALLS` calls (parsing keeps up
@@ -176,9 +181,14 @@ def turn_schema(tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool
         short: The schema of a retry after a cut turn: no thought, bounded
             numbers and strings (see `input_schema`) and a final of at most
             `RETRY_FINAL_CHARS`, so that the turn closes.
+        max_tokens: The generation's token limit: a short final also stays
+            `RETRY_MARGIN_TOKENS` under it (a token may be one character).
     """
     thought = not short
-    final = final_shape(thought=thought, max_length=RETRY_FINAL_CHARS if short else None)
+    length = RETRY_FINAL_CHARS
+    if max_tokens is not None:
+        length = max(1, min(length, max_tokens - RETRY_MARGIN_TOKENS))
+    final = final_shape(thought=thought, max_length=length if short else None)
     if tool_choice == "none" or not tools:
         shapes = [final]
     elif tool_choice == "auto":

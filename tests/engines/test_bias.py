@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aerix.engines._bias import JsonCursor, Spans, ValueBias
+from aerix.engines._bias import JsonCursor, Spans, ValueBias, mention, said
 
 
 def cursor_after(text: str) -> JsonCursor:
@@ -235,3 +235,203 @@ def test_numbers_are_copied_without_thousands_separators() -> None:
     b = ValueBias("sides 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"a":2')
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]  # "2,3" is a list
+
+
+# -- flags the request mentions, and optional fields it does not give ---------
+
+
+@pytest.mark.parametrize(
+    ("key", "source", "expected"),
+    [
+        ("include_precipitation", "the next 72 hours including the precipitation?", 1),
+        ("avoid_tolls", "the fastest route with toll roads avoided", 1),  # a stem: "toll"
+        ("withVerdict", "the lawsuit in Los Angeles court with verdict", 1),  # camelCase
+        ("full_text", "Find case 123456 in Texas. Don't return full text", -1),
+        ("full_text", "no doubt, return the full text", 1),  # a negation more than three words back
+        ("extra_info", "Give me a brief on movie 'Interstellar'", 0),
+        ("include_with", "include it, with everything", 0),  # only words about what, not how
+        ("is_ok", "it is ok", 0),  # words under three letters
+    ],
+)
+def test_a_flag_is_mentioned_when_a_word_of_its_name_is(key: str, source: str, expected: int) -> None:
+    assert mention(key, source) == expected
+
+
+def test_the_cursor_keeps_the_latest_key() -> None:
+    c = cursor_after('{"calls":[{"tool":"route","input":{"avoid_tolls":')
+    assert c.key == "avoid_tolls"
+    assert c.at_literal
+    assert not cursor_after('{"a":1').at_literal
+    assert not cursor_after('{"a":"').at_literal
+    assert not cursor_after('{"a":[').at_literal  # an array item, not a field
+
+
+FLAGS = ['{"', "true", "tr", "false", "f", "ton", "1", "}"]
+
+
+def flag_bias(source: str, text: str) -> set[str]:
+    b = ValueBias(source, copy=4.0, close=0.0, piece=FLAGS.__getitem__)
+    b.feed(text.encode())
+    out = b.apply(np.zeros(len(FLAGS), dtype=np.float32))
+    return {FLAGS[i] for i in range(len(FLAGS)) if out[i] > 0}
+
+
+def test_the_copy_bias_sets_a_flag_the_request_mentions() -> None:
+    assert flag_bias("Route it with toll roads avoided.", '{"avoid_tolls":') == {"true", "tr"}
+    assert flag_bias("Don't return full text.", '{"full_text":') == {"false", "f"}
+    assert flag_bias("A brief on Interstellar.", '{"extra_info":') == set()
+    assert flag_bias("Route it with toll roads avoided.", '{"avoid_tolls":t') == set()  # in a literal
+
+
+def test_a_fork_is_independent() -> None:
+    b = ValueBias("sides 4 and 5", copy=4.0, close=2.0, piece=PIECES.__getitem__)
+    b.feed(b'{"x":4')
+    fork = b.fork()
+    fork.feed(b',"y":5,"z":')
+    assert fork.depth == 1 and b.depth == 1
+    assert b._cursor.value == "4" and fork._cursor.value is None
+    assert not fork.supports(',"q":5}')  # the fork took 5…
+    assert b.supports(',"q":5}')  # …the original did not
+    assert fork.ended == 2 and b.ended == 0
+
+
+def test_a_fork_tells_when_the_next_value_has_ended() -> None:
+    b = ValueBias("sides 4 and 5", copy=4.0, close=2.0, piece=PIECES.__getitem__)
+    b.feed(b'{"p":{"x":4')
+    fork = b.fork()
+    fork.feed(b',"y"')  # ends the number 4: not the next value
+    assert not fork.value_ended(2)
+    fork.feed(b":5")
+    assert not fork.value_ended(2)  # 5 may go on
+    fork.feed(b"}")
+    assert fork.value_ended(2) is False and fork.ended == 2  # …it ended, one level up
+    literal = b.fork()
+    literal.feed(b',"on":t')
+    assert literal.value_ended(2)
+    string = b.fork()
+    string.feed(b',"name":"Al')
+    assert not string.value_ended(2)
+    string.feed(b'"')
+    assert string.value_ended(2)
+
+
+@pytest.mark.parametrize(
+    ("text", "piece", "adds"),
+    [
+        ('{"p":{"x":4', ',"', True),  # after a number in a nested object
+        ('{"p":{"x":4', '5,"', True),
+        ('{"p":{"x":"a"', ",", True),
+        ('{"p":{"x":true', ',"', True),
+        ('{"p":{"x":4', "}", False),
+        ('{"p":{"x":4', "5", False),
+        ('{"x":4', ',"', False),  # the top-level object (the turn's own fields) is left alone
+        ('{"p":[4', ",", False),  # an array item
+        ('{"p":{"x":"a', ',"', False),  # inside a string
+        ('{"p":{"x":"a', '",', True),  # one token ends the string and adds a field
+        ('{"p":{"x":"a', 'b","', True),
+        ('{"p":{"x":"a\\', '",', False),  # an escaped quote: the string goes on
+        ('{"p":{"x":"a', '"}', False),
+    ],
+)
+def test_a_token_adds_a_field_after_a_value_in_a_nested_object(text: str, piece: str, adds: bool) -> None:
+    b = ValueBias("", copy=1.0, close=1.0, piece=PIECES.__getitem__)
+    b.feed(text.encode())
+    assert b.adds_field(piece) is adds
+
+
+def test_the_closer_is_the_likeliest_allowed_closing_token() -> None:
+    pieces = [",", "}", "}}", "5", '"']
+    b = ValueBias("", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b.feed(b'{"p":{"x":4')
+    logits = np.array([3.0, 1.0, 2.0, 5.0, 0.0], dtype=np.float32)
+    assert b.closer(logits, ",") == 2
+    logits[2] = -np.inf  # forbidden by the schema
+    assert b.closer(logits, ",") == 1
+    logits[1] = -np.inf
+    assert b.closer(logits, ",") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "supported"),
+    [
+        (',"unit":"km"}', True),
+        (',"unit":"cm"}', False),
+        (',"unit":"KM"}', True),  # in another case
+        (',"unit":"k', False),  # cut before its end
+        (',"days":5}', True),
+        (',"days":4,', False),  # 4 was taken by "x"
+        (',"days":50}', False),
+        (',"days":5', False),  # a number not known to have ended
+        (',"avoid_tolls":true}', True),
+        (',"avoid_tolls":false}', True),  # the request speaks of tolls: either value stands
+        (',"extra_info":true}', False),
+        (',"extra":{"a":1}}', True),  # nested: let through
+        ("garbage", True),
+    ],
+)
+def test_an_optional_field_is_supported_when_the_request_gives_its_value(text: str, supported: bool) -> None:
+    b = ValueBias("4 km in 5 days without tolls", copy=1.0, close=1.0, piece=PIECES.__getitem__)
+    b.feed(b'{"p":{"x":4,"y":"w"')
+    assert b.supports(text) is supported
+
+
+def test_supports_reads_past_the_rest_of_a_number() -> None:
+    b = ValueBias("12 km", copy=1.0, close=1.0, piece=PIECES.__getitem__)
+    b.feed(b'{"p":{"x":1')
+    assert b.supports('2,"unit":"km"}')
+
+
+def test_supports_and_the_closer_read_past_the_rest_of_a_string() -> None:
+    pieces = ['"', '"}', '",', "on"]
+    b = ValueBias("Lisbon in km", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b.feed(b'{"p":{"city":"Lisb')
+    assert b.supports('on","unit":"km"}')
+    assert not b.supports('on","unit":"mi"}')
+    assert b.closer(np.array([0.0, 1.0, 2.0, 3.0], dtype=np.float32), '",') == 1  # '"}', not '",' or "on"
+
+
+def test_the_closer_only_closes() -> None:
+    pieces = ["}},", "}}", "}"]
+    b = ValueBias("", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b.feed(b'{"calls":[{"input":{"x":4')
+    assert b.closer(np.array([3.0, 2.0, 1.0], dtype=np.float32), ",") == 1  # not `}},`: a new item
+
+
+def test_the_closer_writes_what_the_token_it_replaces_adds_to_the_value() -> None:
+    pieces = ['"}', '.",', '."}', '."']
+    b = ValueBias("Washington D.C.", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b.feed(b'{"p":{"city":"Washington D.C')
+    logits = np.array([3.0, 2.0, 1.0, 0.0], dtype=np.float32)
+    assert b.closer(logits, '.",') == 2  # '."}' keeps the period; '"}' would drop it
+    logits[2] = -np.inf
+    assert b.closer(logits, '.",') is None
+    assert b.closer(logits, '",') == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "source", "expected"),
+    [
+        ("detailed", "the punishments for theft in California in detail.", True),  # by its stem
+        ("historical records", "the earliest reference from historical record?", True),
+        ("Pediatrics", "a hospital with a pediatrics department", True),
+        ("New York", "in new york city", True),
+        ("km", "50 kilometers in 2 hours", False),  # a short word must be there whole
+        ("cm", "a radius of 4 inches", False),
+        ("Homo sapiens", "the mutation type of rs6034464", False),
+        ("24h", "in 24 hour format", False),
+        ("", "anything", False),
+    ],
+)
+def test_a_value_is_said_when_each_of_its_words_is(value: str, source: str, expected: bool) -> None:
+    assert said(value, source) is expected
+
+
+def test_an_optional_value_the_request_says_in_other_words_is_supported() -> None:
+    b = ValueBias(
+        "Air quality in San Jose for the next three days, in detail.", copy=1.0, close=1.0, piece=str
+    )
+    b.feed(b'{"p":{"city":"San Jose"')
+    assert b.supports(',"days":3}')  # "three"
+    assert not b.supports(',"days":4}')
+    assert b.supports(',"level":"detailed"}')
+    assert not b.supports(',"level":"basic"}')

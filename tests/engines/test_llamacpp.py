@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -21,8 +22,9 @@ import llama_cpp
 from aerix.abort import AbortController, AbortSignal
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
+from aerix.engines.llamacpp import FIT_THRESHOLD
 from aerix.errors import AerixError
-from aerix.model import ChatMessage, Delta, GenerateOptions, Model
+from aerix.model import ChatMessage, Delta, GenerateOptions, Model, ToolFit
 
 SYSTEM: ChatMessage = {"role": "system", "content": "You call tools."}
 
@@ -166,6 +168,60 @@ def test_bad_value_biases_are_clear_errors(tiny_gguf: Path, option: str, value: 
     with pytest.raises(AerixError, match=f"{option} must be a number from 0 to 100, got {value!r}") as info:
         LlamaCpp(tiny_gguf, **{option: value})
     assert info.value.kind == "options"
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_check_optional_must_be_a_bool(tiny_gguf: Path, value: object) -> None:
+    with pytest.raises(AerixError, match=f"check_optional must be True or False, got {value!r}") as info:
+        LlamaCpp(tiny_gguf, check_optional=value)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
+
+
+@pytest.mark.parametrize("value", [True, "0.2", float("nan"), float("inf")])
+def test_fit_threshold_must_be_a_number_or_none(tiny_gguf: Path, value: object) -> None:
+    with pytest.raises(AerixError, match=f"fit_threshold must be a number or None, got {value!r}") as info:
+        LlamaCpp(tiny_gguf, fit_threshold=value)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
+
+
+async def test_fit_scores_leave_the_chat_cache_alone(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=256)
+    try:
+        assert isinstance(engine, ToolFit)
+        await collect(engine, [user("hello there")], max_tokens=4, temperature=0)
+        history = list(engine._history.tokens)
+        score = await engine.fit_score("hello there", ["greet: Say hello.", "count: Count words."])
+        assert math.isfinite(score)
+        # Each tool is scored alone; the set's score is the best one's.
+        alone = [
+            await engine.fit_score("hello there", [t]) for t in ("greet: Say hello.", "count: Count words.")
+        ]
+        assert score == pytest.approx(max(alone), abs=1e-4)
+        # A tool's baseline does not depend on the request: it is computed once and kept.
+        assert engine._fit is not None and set(engine._fit._baselines) == {
+            "greet: Say hello.",
+            "count: Count words.",
+        }
+        assert await engine.fit_score("hello there", []) == -math.inf
+        assert engine._history.tokens == history
+        assert_cache_consistent(engine)
+        again = (await collect(engine, [user("hello there")], max_tokens=4, temperature=0))[-1].usage
+        assert again is not None and again.cached_tokens == again.prompt_tokens - 1
+        assert await engine.tools_fit("hello there", ["greet: Say hello."]) is (alone[0] >= FIT_THRESHOLD)
+        with pytest.raises(TypeError, match="as strings"):
+            await engine.fit_score("hello", [3])  # type: ignore[list-item]
+    finally:
+        engine.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await engine.fit_score("hello", ["greet: Say hello."])
+
+
+async def test_no_fit_threshold_has_no_opinion(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, fit_threshold=None)
+    try:
+        assert await engine.tools_fit("hello", ["greet: Say hello."]) is None
+    finally:
+        engine.close()
 
 
 async def test_prompt_longer_than_the_context_is_a_clear_error(tiny_gguf: Path) -> None:

@@ -46,6 +46,7 @@ SCHEMA: dict[str, Any] = {
                 "calls": {
                     "type": "array",
                     "minItems": 1,
+                    "maxItems": 1,  # one call a turn, as aerix's turn schema decodes
                     "items": {
                         "anyOf": [
                             tool(
@@ -168,15 +169,21 @@ PERSON: dict[str, Any] = {
 REQUEST = "Sign up Xylophona Quentrell, aged 47, for the pottery course."
 
 
-async def person(engine: LlamaCpp) -> dict[str, Any]:
+async def answer(engine: LlamaCpp, request: str, schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     messages: list[ChatMessage] = [
         {"role": "system", "content": "Answer with the JSON of the person to sign up."},
-        {"role": "user", "content": REQUEST},
+        {"role": "user", "content": request},
     ]
-    deltas = await generate(engine, messages, max_tokens=64, temperature=0, constraint={"json": PERSON})
+    deltas = await generate(
+        engine, messages, max_tokens=max_tokens, temperature=0, constraint={"json": schema}
+    )
     value = json.loads("".join(d.text for d in deltas))
     assert isinstance(value, dict)
     return value
+
+
+async def person(engine: LlamaCpp) -> dict[str, Any]:
+    return await answer(engine, REQUEST, PERSON, 64)
 
 
 @pytest.mark.parametrize("copy_bias", [100.0, 2.5])
@@ -197,3 +204,70 @@ async def test_the_close_bias_leaves_optional_fields_out() -> None:
     finally:
         engine.close()
     assert set(value) == {"name", "age"}
+
+
+SIGN_UP: dict[str, Any] = {
+    "type": "object",
+    "properties": {"person": PERSON},
+    "required": ["person"],
+    "additionalProperties": False,
+}
+VIP_REQUEST = "Sign up Xylophona Quentrell from Porto, aged 47, a VIP, for the pottery course."
+
+
+async def sign_up(engine: LlamaCpp, request: str) -> dict[str, Any]:
+    return (await answer(engine, request, SIGN_UP, 96))["person"]  # type: ignore[no-any-return]
+
+
+async def test_check_optional_leaves_out_fields_the_request_does_not_give() -> None:
+    # close_bias=0: only the check decides. Unchecked, SmolLM2 invents a city and a note.
+    unchecked = load("smollm2-instruct", n_ctx=2048, close_bias=0, check_optional=False)
+    checked = load("smollm2-instruct", n_ctx=2048, close_bias=0)
+    try:
+        invented = await sign_up(unchecked, REQUEST)
+        assert set(invented) > {"name", "age"}  # the trap is set: optional fields the request never gave
+        assert await sign_up(checked, REQUEST) == {"name": "Xylophona Quentrell", "age": 47}
+        # Fields the request does give are kept: a span ("Porto") and a flag it mentions ("VIP").
+        given = await sign_up(checked, VIP_REQUEST)
+        assert given == {"name": "Xylophona Quentrell", "age": 47, "city": "Porto", "vip": True}
+    finally:
+        unchecked.close()
+        checked.close()
+    # The check does not need the biases: with both off it still leaves out what was never given.
+    alone = load("smollm2-instruct", n_ctx=2048, copy_bias=0, close_bias=0)
+    try:
+        assert set(await sign_up(alone, REQUEST)) == {"name", "age"}
+    finally:
+        alone.close()
+
+
+async def test_decoding_ahead_leaves_the_cache_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a field decoded ahead and thrown away, the next prompt reuses the cache and decodes the same."""
+    engine = load("smollm2-instruct", n_ctx=2048)
+    fresh = load("smollm2-instruct", n_ctx=2048)
+    try:
+        first = await sign_up(engine, REQUEST)
+        messages: list[ChatMessage] = [
+            {"role": "system", "content": "Answer with the JSON of the person to sign up."},
+            {"role": "user", "content": REQUEST},
+            {"role": "assistant", "content": json.dumps({"person": first})},
+            {"role": "user", "content": VIP_REQUEST},
+        ]
+        opts: dict[str, Any] = {"max_tokens": 96, "temperature": 0, "constraint": {"json": SIGN_UP}}
+        again = await generate(engine, messages, **opts)
+        usage = again[-1].usage
+        assert usage is not None and usage.cached_tokens > 0
+        expected = "".join(d.text for d in await generate(fresh, messages, **opts))
+        assert "".join(d.text for d in again) == expected
+        # A cache that cannot be cut in the middle is evaluated again instead: same output.
+        monkeypatch.setattr("aerix.engines.llamacpp.llama_cpp.llama_memory_seq_rm", lambda *a: False)
+        fresh.reset()
+        assert await sign_up(fresh, VIP_REQUEST) == {
+            "name": "Xylophona Quentrell",
+            "age": 47,
+            "city": "Porto",  # decoded ahead, then again
+            "vip": True,
+        }
+    finally:
+        engine.close()
+        fresh.close()

@@ -67,3 +67,32 @@ async def test_a_tool_name_makes_the_first_generation_a_call_of_that_tool(smollm
     assert isinstance(ev, TurnEvent), ev
     assert retries == 0 and ev.turn == 1
     assert [c.tool for c in ev.calls][:1] == ["clock"] and all(c.tool == "clock" for c in ev.calls)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "calls"),
+    [
+        ("What is the weather in Lisbon today?", True),
+        ("Tell me the current time in Tokyo.", True),
+        ("Write a haiku about autumn.", False),
+        ("Who wrote Hamlet?", False),
+    ],
+)
+async def test_auto_calls_when_a_tool_fits_and_answers_when_none_does(
+    smollm2: LlamaCpp, prompt: str, calls: bool
+) -> None:
+    tools = [f"{t.name}: {t.description}" for t in (weather, clock)]
+    assert await smollm2.tools_fit(prompt, tools) is calls
+    ev, retries = await first_turn(smollm2, "auto", prompt)
+    assert isinstance(ev, TurnEvent if calls else FinalEvent), ev
+    assert retries == 0
+
+
+async def test_without_a_fit_threshold_auto_leaves_the_choice_to_the_model() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048, fit_threshold=None)
+    try:
+        assert await engine.tools_fit("Who wrote Hamlet?", ["clock: Tell the time."]) is None
+        ev, _ = await first_turn(engine, "auto", "Who wrote Hamlet?")
+        assert isinstance(ev, TurnEvent | FinalEvent)
+    finally:
+        engine.close()

@@ -26,6 +26,7 @@ among the nudged tokens: a bias breaks near-ties, it does not dictate.
 from __future__ import annotations
 
 import codecs
+import copy
 import re
 from collections.abc import Callable
 
@@ -42,6 +43,99 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 """A thousands separator: a comma between a digit and exactly three digits."""
 _CANDIDATES = 32
 """How many of the likeliest allowed tokens are looked at per step."""
+_FIELD = re.compile(r',"((?:[^"\\]|\\.)*)":')
+"""The start of another field in compact JSON: `,"key":`."""
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
+_WORD = re.compile(r"[a-z]+|[A-Z][a-z]*")
+_FLAG_WORDS = frozenset(
+    {
+        "include",
+        "includes",
+        "with",
+        "use",
+        "show",
+        "enable",
+        "allow",
+        "return",
+        "only",
+        "get",
+        "has",
+        "is",
+        "want",
+        "need",
+    }
+)
+"""Words of a flag's name that say what it does, not what it is about (`include_`, `with_`)."""
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|without|don't|dont|do not|doesn't|exclude|excluding)\W+(?:\w+\W+){0,2}$"
+)
+"""A negation up to three words before a mention."""
+
+
+_NUMBER_WORDS = {
+    w: str(n)
+    for n, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
+_VALUE_WORD = re.compile(r"[^\W_]+")
+
+
+def _stem(word: str) -> str:
+    """A word's first letters, all but two and at least four (the whole word if shorter)."""
+    return word[: max(4, len(word) - 2)]
+
+
+def said(value: str, source: str) -> bool:
+    """Whether `source` says every word of `value`: a short word (under four characters)
+    as a whole word, a longer one by its stem ("detailed" for "in detail")."""
+    words = _VALUE_WORD.findall(value.lower())
+    source = source.lower()
+    return bool(words) and all(
+        re.search(rf"\b{re.escape(w)}\b" if len(w) < 4 else rf"\b{re.escape(_stem(w))}", source)
+        for w in words
+    )
+
+
+def mention(key: str, source: str) -> int:
+    """Whether `source` mentions what the flag `key` is about: 1, negated: -1, not at all: 0.
+
+    A word of the key (`include_tolls`: "tolls") is mentioned where a word of
+    `source` starts with its stem (its first letters, all but two, at least four).
+    """
+    source = source.lower()
+    found = 0
+    for word in {w.lower() for w in _WORD.findall(key)} - _FLAG_WORDS:
+        if len(word) < 3:
+            continue
+        for hit in re.finditer(rf"\b{re.escape(_stem(word))}", source):
+            if _NEGATION.search(source[: hit.start()]):
+                return -1
+            found = 1
+    return found
 
 
 class JsonCursor:
@@ -68,6 +162,8 @@ class JsonCursor:
         """Whether `value` is a number (else a string, when `value` is set)."""
         self.after_value = False
         """Whether a value (or a literal, or a nested object or array) has just ended."""
+        self.key = ""
+        """The raw text of the latest key (of the value being written, once past its colon)."""
 
     def feed(self, text: str) -> None:
         """Advance over generated text."""
@@ -87,6 +183,8 @@ class JsonCursor:
                 return
             if self.value is not None:
                 self.value += c
+            elif self._in_key:
+                self.key += c
             return
         if self.number:
             if c in _NUMBER:
@@ -100,6 +198,8 @@ class JsonCursor:
             self._in_string = True
             self._in_key = self._expect_key and self.in_object
             self.value = None if self._in_key else ""
+            if self._in_key:
+                self.key = ""
         elif c in "-0123456789":
             self.number, self.value = True, c
         elif c in "{[":
@@ -116,6 +216,20 @@ class JsonCursor:
         elif c.isalpha():  # true, false, null
             self.after_value = True
 
+    def copy(self, on_value: Callable[[str, bool], object] | None) -> JsonCursor:
+        """An independent copy of this cursor, reporting values to `on_value`."""
+        other = JsonCursor(on_value)
+        other._stack = list(self._stack)
+        other._expect_key, other._in_string, other._in_key = self._expect_key, self._in_string, self._in_key
+        other._escaped, other.value, other.number = self._escaped, self.value, self.number
+        other.after_value, other.key = self.after_value, self.key
+        return other
+
+    @property
+    def depth(self) -> int:
+        """How many objects and arrays are open."""
+        return len(self._stack)
+
     @property
     def in_object(self) -> bool:
         """Whether the innermost open container is an object."""
@@ -125,6 +239,17 @@ class JsonCursor:
     def at_value(self) -> bool:
         """Whether the next token may start or continue a string or number value."""
         return self.value is not None or (not self._in_string and not self._expect_key)
+
+    @property
+    def at_literal(self) -> bool:
+        """Whether the next token may start a field's value that is a literal (`true`)."""
+        return (
+            self.value is None
+            and not self._in_string
+            and not self._expect_key
+            and self.in_object
+            and not self.after_value
+        )
 
     @property
     def may_close(self) -> bool:
@@ -148,23 +273,49 @@ class JsonCursor:
             return _number("", piece)
         return None
 
-    def closes(self, piece: str) -> bool:
-        """Whether a token closes the innermost object (after ending a number in progress)."""
+    @property
+    def in_string_value(self) -> bool:
+        """Whether a string value (not a key) is being written."""
+        return self._in_string and self.value is not None
+
+    def split(self, piece: str) -> tuple[str, str] | None:
+        """A token's text split where the value in progress ends: what it adds to the
+        value (with a string's closing quote) and what comes after. `None` if the value
+        goes on past the token; `("", piece)` if no value is in progress."""
         if self.number:
-            piece = piece.lstrip(_NUMBER_CHARS)
-        return piece.startswith("}")
+            rest = piece.lstrip(_NUMBER_CHARS)
+            return (piece[: len(piece) - len(rest)], rest) if rest else None
+        if self.in_string_value:
+            i = _closing_quote(piece, self._escaped)
+            return None if i < 0 else (piece[: i + 1], piece[i + 1 :])
+        return "", piece
+
+    def rest(self, piece: str) -> str | None:
+        """What a token writes after the value in progress ends; `None` if the value goes on."""
+        parts = self.split(piece)
+        return None if parts is None else parts[1]
+
+    def closes(self, piece: str) -> bool:
+        """Whether a token closes the innermost object (after ending a value in progress)."""
+        rest = self.rest(piece)
+        return rest is not None and rest.startswith("}")
 
 
-def _string(value: str, piece: str) -> tuple[str, bool, bool]:
-    escaped = False
+def _closing_quote(piece: str, escaped: bool = False) -> int:
+    """Where the first unescaped `"` of a piece of a JSON string is; -1 if none."""
     for i, c in enumerate(piece):
         if escaped:
             escaped = False
         elif c == "\\":
             escaped = True
         elif c == '"':
-            return value + piece[:i], True, False
-    return value + piece, False, False
+            return i
+    return -1
+
+
+def _string(value: str, piece: str) -> tuple[str, bool, bool]:
+    i = _closing_quote(piece)
+    return (value + piece, False, False) if i < 0 else (value + piece[:i], True, False)
 
 
 def _number(value: str, piece: str) -> tuple[str, bool, bool] | None:
@@ -187,6 +338,12 @@ class Spans:
     def __init__(self, source: str) -> None:
         self.source = source
         self._used: set[int] = set()
+
+    def copy(self) -> Spans:
+        """An independent copy (the occurrences taken so far stay taken)."""
+        other = Spans(self.source)
+        other._used = set(self._used)
+        return other
 
     def use(self, value: str) -> None:
         """Take the first free occurrence of `value` as a whole span: it is not offered again."""
@@ -238,6 +395,14 @@ class ValueBias:
         self._piece = piece
         self._cursor = JsonCursor(on_value=self._use)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.ended = 0
+        """How many string or number values have ended so far."""
+        self._ahead_of = 0
+        self._mentions: dict[str, int] = {}
+        self._spelled = {
+            _NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", source.lower()) if w in _NUMBER_WORDS
+        }
+        """Numbers the messages write in words ("three days")."""
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -245,6 +410,105 @@ class ValueBias:
 
     def _use(self, value: str, number: bool) -> None:
         (self._numbers if number else self._text).use(value)
+        self.ended += 1
+
+    def fork(self) -> ValueBias:
+        """An independent copy, to decode ahead with and throw away."""
+        other = copy.copy(self)
+        other._text, other._numbers = self._text.copy(), self._numbers.copy()
+        other._cursor = self._cursor.copy(on_value=other._use)
+        other._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        other._decoder.setstate(self._decoder.getstate())
+        # A value in progress ends first; it is not the one looked ahead for.
+        other._ahead_of = self.ended + (self._cursor.number or self._cursor.in_string_value)
+        return other
+
+    @property
+    def depth(self) -> int:
+        """How many JSON objects and arrays are open."""
+        return self._cursor.depth
+
+    def value_ended(self, depth: int) -> bool:
+        """In a fork: whether a new value has ended at `depth` since it was forked."""
+        c = self._cursor
+        return c.depth == depth and (self.ended > self._ahead_of or c.after_value)
+
+    @property
+    def may_end_nested(self) -> bool:
+        """Whether the next token may end a nested object after a value (or add a field).
+
+        True right after a value, and while a number or string value is written
+        (one token may end it and go on: `","`).
+        """
+        c = self._cursor
+        return c.depth >= 2 and c.in_object and (c.may_close or c.in_string_value)
+
+    def adds_field(self, piece: str) -> bool:
+        """Whether a token adds another field to a nested object that could end here instead."""
+        if not self.may_end_nested:
+            return False
+        rest = self._cursor.rest(piece)
+        return rest is not None and rest.startswith(",")
+
+    def closer(self, logits: Logits, piece: str) -> int | None:
+        """The likeliest allowed token that writes what `piece` adds to the value in progress,
+        then only closes (the innermost object, and maybe more: `}}`, `}]}`); `None` if none
+        is among the likeliest."""
+        c = self._cursor
+        parts = c.split(piece)
+        if parts is None:
+            return None
+        n = logits.shape[0]
+        k = min(_CANDIDATES, n)
+        top = np.argpartition(logits, n - k)[n - k :].tolist()
+        for t in sorted(top, key=lambda t: -logits[t]):
+            other = c.split(self._piece(t)) if np.isfinite(logits[t]) else None
+            if (
+                other is not None
+                and other[0] == parts[0]
+                and other[1][:1] == "}"
+                and not other[1].strip("}]")
+            ):
+                return int(t)  # only closes: `}},` would also start an item the model did not choose
+        return None
+
+    def supports(self, text: str) -> bool:
+        """Whether the user's messages give the value of the field that `text` adds.
+
+        `text` is compact JSON from the token that adds the field (`,"key":value`,
+        after the rest of a number in progress) to the end of its value. A
+        number must be a free span of the messages, a string a free span or a
+        span in another case ("Pediatrics" for "pediatrics"); `true`, `false`
+        or `null` needs a word of the key in them (`include_tolls`: "tolls").
+        A nested object or array, or text this cannot read, is let through.
+        """
+        rest = self._cursor.rest(text)
+        if rest is None:
+            return True
+        field = _FIELD.match(rest)
+        if field is None:
+            return True
+        rest = rest[field.end() :]
+        if rest.startswith('"'):
+            string = _STRING.match(rest)
+            if string is None:
+                return False
+            value = string.group(1)
+            return self._text.match(value, True) or said(value, self._text.source)
+        if rest[:1] in "-0123456789":
+            number = _NUMBER_VALUE.match(rest)
+            return number is not None and (
+                self._numbers.match(number.group(), True) or number.group() in self._spelled
+            )
+        if rest[:1] in "tfn":
+            return self._mention(field.group(1)) != 0
+        return True
+
+    def _mention(self, key: str) -> int:
+        found = self._mentions.get(key)
+        if found is None:
+            found = self._mentions[key] = mention(key, self._text.source)
+        return found
 
     @property
     def active(self) -> bool:
@@ -266,6 +530,11 @@ class ValueBias:
                 hit = cursor.candidate(piece)
                 if hit is not None and (self._numbers if hit[2] else self._text).match(hit[0], hit[1]):
                     logits[token] += self._copy
+            if cursor.at_literal and (said := self._mention(cursor.key)):
+                literal = "true" if said > 0 else "false"
+                for token, piece in pieces.items():
+                    if literal.startswith(piece) or piece.startswith(literal):
+                        logits[token] += self._copy
         if self._close and cursor.may_close and pieces:
             # A number may always go on: only once the model ends it, lean to ending the object too.
             best = max(pieces, key=lambda t: logits[t])

@@ -43,6 +43,7 @@ class Constrained:
 
     def __init__(self, matcher: Any, n_vocab: int) -> None:
         self._m = matcher
+        self._n_vocab = n_vocab
         self.mask: Bitmask = np.full(((n_vocab + 31) // 32,), -1, dtype=np.int32)
         """Allowed tokens, one bit each, as of the last `fill_mask()`."""
 
@@ -51,6 +52,10 @@ class Constrained:
         self._m.unsafe_compute_mask_ptr(self.mask.ctypes.data, self.mask.nbytes)
         self._check()
         return self.mask
+
+    def fork(self) -> Constrained:
+        """An independent copy at the same point, to decode ahead with."""
+        return Constrained(self._m.deep_copy(), self._n_vocab)
 
     def consume(self, tokens: list[int]) -> None:
         """Advance over tokens (sampled or forced)."""

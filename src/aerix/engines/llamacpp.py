@@ -12,10 +12,11 @@ share one engine.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from ..model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
 from ._bias import ValueBias
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
+from ._fit import FitScorer
 from ._llama_request import Request, parse_request
 from ._llama_vocab import Vocab
 from ._prefix import TokenHistory
@@ -38,12 +40,16 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
 
-__all__ = ["CLOSE_BIAS", "COPY_BIAS", "GenerationStats", "LlamaCpp"]
+__all__ = ["CLOSE_BIAS", "COPY_BIAS", "FIT_THRESHOLD", "GenerationStats", "LlamaCpp"]
 
 COPY_BIAS = 2.5
 """The default `copy_bias` (see `LlamaCpp`), in logits."""
 CLOSE_BIAS = 2.0
 """The default `close_bias` (see `LlamaCpp`), in logits."""
+FIT_THRESHOLD = 0.2
+"""The default `fit_threshold` (see `LlamaCpp`), in nats per token."""
+_LOOKAHEAD = 48
+"""The most tokens decoded ahead to read an optional field's value."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,6 +111,13 @@ class LlamaCpp:
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
+        check_optional: Under a constraint, before the model adds an optional field to a
+            nested object (a tool's input), decode that field ahead and leave it out
+            unless the user's messages give its value.
+        fit_threshold: The score from which a tool fits a request (`fit_score`); an
+            `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
+            turn, and calls a tool if one fits, else answers. `None`: no opinion
+            (the model's first key decides, as with any other model).
         verbose: Let llama.cpp print its logs.
         **llama_kwargs: Passed on to `llama_cpp.Llama`.
 
@@ -125,6 +138,8 @@ class LlamaCpp:
         jump_forward: bool = True,
         copy_bias: float = COPY_BIAS,
         close_bias: float = CLOSE_BIAS,
+        check_optional: bool = True,
+        fit_threshold: float | None = FIT_THRESHOLD,
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
@@ -139,6 +154,14 @@ class LlamaCpp:
         for name, bias in (("copy_bias", copy_bias), ("close_bias", close_bias)):
             if isinstance(bias, bool) or not isinstance(bias, int | float) or not 0 <= bias <= 100:
                 raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
+        if not isinstance(check_optional, bool):
+            raise AerixError("options", f"check_optional must be True or False, got {check_optional!r}")
+        if fit_threshold is not None and (
+            isinstance(fit_threshold, bool)
+            or not isinstance(fit_threshold, int | float)
+            or not math.isfinite(fit_threshold)
+        ):
+            raise AerixError("options", f"fit_threshold must be a number or None, got {fit_threshold!r}")
         if n_threads is not None:
             llama_kwargs.setdefault("n_threads_batch", n_threads)  # else it is every CPU
         try:
@@ -166,6 +189,9 @@ class LlamaCpp:
         self._chunk = min(prefill_chunk, n_batch)
         self._jump_forward = jump_forward
         self._biases = (float(copy_bias), float(close_bias))
+        self._check_optional = check_optional
+        self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
+        self._fit: FitScorer | None = None
         self._template = self._load_template(chat_template)
         self._bos = self._template.bos_token.encode()
         # Byte matching is exact only for byte-level BPE; other vocabularies
@@ -221,7 +247,44 @@ class LlamaCpp:
         if job is not None:
             job.cancelled.set()
         self._worker.shutdown(wait=True, cancel_futures=True)
+        if self._fit is not None:
+            self._fit.close()
         self._llama.close()
+
+    async def tools_fit(self, request: str, tools: Sequence[str]) -> bool | None:
+        """Whether one of `tools` fits `request`: `fit_score` at least `fit_threshold`.
+
+        `None` when `fit_threshold` is `None`. An `Agent` with `tool_choice="auto"`
+        asks this before a run's first turn (see `fit_score`).
+
+        Args:
+            request: The user's message.
+            tools: Each tool as `"name: description"`.
+        """
+        if self._fit_threshold is None:
+            return None
+        return await self.fit_score(request, tools) >= self._fit_threshold
+
+    async def fit_score(self, request: str, tools: Sequence[str]) -> float:
+        """How well the best of `tools` fits `request`, in nats per token; `-inf` for no tools.
+
+        The mean, over a tool's tokens, of how much more likely the model finds
+        the tool (`"name: description"`) after the request than after an empty
+        one, in its own chat template: above about 0.2 the request speaks of
+        what the tool does. Runs on a small context of its own: the KV cache of
+        `chat` is left as it was.
+        """
+        if self._closed:
+            raise RuntimeError("this LlamaCpp engine is closed")
+        tools = list(tools)
+        if not all(isinstance(t, str) for t in tools) or not isinstance(request, str):
+            raise TypeError("fit_score takes the request and the tools as strings")
+        return await asyncio.wrap_future(self._worker.submit(self._fit_score, request, tools))
+
+    def _fit_score(self, request: str, tools: list[str]) -> float:
+        if self._fit is None:
+            self._fit = FitScorer(self._llama, self._template.render, self._tokenize)
+        return self._fit.score(request, tools)
 
     async def chat(
         self, messages: list[ChatMessage], opts: GenerateOptions | None = None
@@ -353,9 +416,14 @@ class LlamaCpp:
                 llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,)
             )
             mask = None if constrained is None else constrained.fill_mask()
-            if bias is not None and mask is not None and bias.active:
-                logits, mask = bias.apply(mask_logits(logits, mask)), None
-            token = sample(logits, req.sampling, rng, mask)
+            check = self._check_optional and bias is not None and bias.may_end_nested
+            if bias is not None and mask is not None and (bias.active or check):
+                logits = bias.apply(mask_logits(logits, mask))
+                token = sample(logits, req.sampling, rng)
+                if check and constrained is not None:
+                    token = self._check_field(job, constrained, bias, token, logits)
+            else:
+                token = sample(logits, req.sampling, rng, mask)
             if self._vocab.is_end(token):
                 return self._finish(job, text, "stop")
             batch = [token]
@@ -363,6 +431,61 @@ class LlamaCpp:
                 constrained.consume(batch)
                 room = None if limit is None else limit - counts["generated"] - 1
                 batch += self._forced(constrained, room, counts)
+
+    def _check_field(
+        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, logits: Any
+    ) -> int:
+        """`token`, or the likeliest closing token if `token` adds an optional field the user did not give.
+
+        The field is decoded ahead greedily (with the biases) on copies of the
+        constraint and the biases, then the KV cache is cut back. An abort stops
+        it at once (the field is then judged on what was decoded).
+        """
+        piece = self._vocab.piece_text(token)
+        if not bias.adds_field(piece):
+            return token
+        closer = bias.closer(logits, piece)
+        if closer is None:
+            return token
+        n0, depth = self._n_tokens, bias.depth
+        ahead, fork = constrained.fork(), bias.fork()
+        text = b""
+        sampled = token
+        try:
+            for _ in range(_LOOKAHEAD):
+                ahead.consume([sampled])
+                forced = ahead.forced()
+                ahead.consume(forced)
+                batch = [sampled, *forced]
+                data = b"".join(self._vocab.piece(t)[1] for t in batch)
+                fork.feed(data)
+                text += data
+                if fork.value_ended(depth) or ahead.done:
+                    break
+                if self._n_tokens + len(batch) >= self._n_ctx or job.stopped():
+                    break
+                self._eval(batch)
+                step = np.ctypeslib.as_array(
+                    llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,)
+                )
+                sampled = int(np.argmax(fork.apply(mask_logits(step, ahead.fill_mask()))))
+                if self._vocab.is_end(sampled):
+                    return token
+        finally:
+            self._cut(n0)
+        return token if bias.supports(text.decode(errors="replace")) else closer
+
+    def _cut(self, n: int) -> None:
+        """Forget the tokens evaluated after the first `n` (decoded ahead); the history has only `n`."""
+        if self._n_tokens <= n:
+            return
+        mem = llama_cpp.llama_get_memory(self._ctx)
+        if llama_cpp.llama_memory_seq_rm(mem, 0, n, -1):
+            self._llama.n_tokens = n
+        else:  # a cache that cannot be cut in the middle: evaluate the kept tokens again
+            llama_cpp.llama_memory_clear(mem, True)
+            self._llama.n_tokens = 0
+            self._eval(self._history.tokens[:n])
 
     def _forced(self, constrained: Constrained | None, room: int | None, counts: dict[str, int]) -> list[int]:
         """The tokens the schema forces now (consumed), at most `room` of them."""
@@ -383,7 +506,7 @@ class LlamaCpp:
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
         """The value biases of a constrained generation; values copy from the user's messages."""
         copy, close = self._biases
-        if constrained is None or not (copy or close):
+        if constrained is None or not (copy or close or self._check_optional):
             return None
         source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
         return ValueBias(source, copy=copy, close=close, piece=self._vocab.piece_text)

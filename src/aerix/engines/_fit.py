@@ -1,0 +1,125 @@
+"""Does a tool fit the request? The model's own answer, read from its likelihoods.
+
+Under `tool_choice="auto"` a small model decides between calling a tool and
+answering by the first key it writes, and that choice barely depends on
+whether the tools fit the request (SmolLM2-135M: an AUC of 0.59 between
+requests that need a tool and requests no tool can serve). Its likelihoods
+know better. For each tool, compare how likely the model finds the tool's
+description after the request with how likely it finds it after an empty
+one, in the model's own chat template:
+
+    fit(tool) = mean over the description's tokens of
+                log p(token | request, "A tool for this request:")
+              - log p(token | empty request, "A tool for this request:")
+
+A description the request makes more likely (pointwise mutual information,
+per token) fits it. The score of a tool set is the best tool's. The scores
+run on a small llama.cpp context of their own, so the engine's KV cache (and
+its prefix reuse) is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import llama_cpp
+    from llama_cpp import _internals
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
+
+__all__ = ["LEAD", "FitScorer"]
+
+LEAD = "A tool for this request:\n"
+"""The assistant's words before a tool's description is scored."""
+_BASELINES = 1024
+"""How many tools' baselines are kept (then they are forgotten and computed again)."""
+
+
+class FitScorer:
+    """Scores how well tools fit a request, on a scoring context of its own.
+
+    Args:
+        llama: The engine's model (its weights are shared, not copied).
+        render: The chat template: messages to prompt text, ending with the assistant's opener.
+        tokenize: Text to tokens (`tokenize(text, add_bos)`, special tokens parsed).
+        n_ctx: The scoring context's length; longer texts are cut from the left.
+    """
+
+    def __init__(
+        self,
+        llama: Any,
+        render: Callable[[list[Any]], str],
+        tokenize: Callable[[bytes, bool], list[int]],
+        n_ctx: int = 512,
+    ) -> None:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = params.n_batch = params.n_ubatch = n_ctx
+        params.n_threads = llama.context_params.n_threads
+        params.n_threads_batch = llama.context_params.n_threads_batch
+        self._ctx: Any = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+        self._batch: Any = _internals.LlamaBatch(n_tokens=n_ctx, embd=0, n_seq_max=1, verbose=False)
+        self._n_ctx = n_ctx
+        self._n_vocab = int(llama.n_vocab())
+        self._render = render
+        self._tokenize = tokenize
+        self._cached: list[int] = []
+        self._baselines: dict[str, float] = {}
+        """log p(tool text | empty request), by tool text."""
+
+    def close(self) -> None:
+        """Free the scoring context."""
+        self._batch.close()
+        self._ctx.close()
+
+    def score(self, request: str, tools: Sequence[str]) -> float:
+        """The best fit of `tools` (each a tool's name and description) to `request`; -inf if none."""
+        given = self._tokenize((self._render([{"role": "user", "content": request}]) + LEAD).encode(), True)
+        empty = self._tokenize((self._render([{"role": "user", "content": ""}]) + LEAD).encode(), True)
+        targets = [
+            (text, t) for text in tools if (t := self._tokenize(text.encode(), False)[: self._n_ctx // 4])
+        ]
+        # The request's prefix first, for every tool (its KV is reused); then the baselines,
+        # which do not depend on the request and are kept.
+        given_lp = [self._logprob(given, target) for _, target in targets]
+        best = -np.inf
+        for (text, target), lp in zip(targets, given_lp, strict=True):
+            base = self._baselines.get(text)
+            if base is None:
+                if len(self._baselines) >= _BASELINES:
+                    self._baselines.clear()
+                base = self._baselines[text] = self._logprob(empty, target)
+            best = max(best, (lp - base) / len(target))
+        return float(best)
+
+    def _logprob(self, prefix: list[int], target: list[int]) -> float:
+        """log p(target | prefix), summed over the target's tokens."""
+        prefix = prefix[-(self._n_ctx - len(target)) :]
+        tokens = prefix + target
+        reuse = 0
+        for a, b in zip(self._cached, tokens[: len(prefix) - 1], strict=False):
+            if a != b:
+                break
+            reuse += 1
+        if not self._ctx.kv_cache_seq_rm(0, reuse, -1):
+            self._ctx.kv_cache_clear()
+            reuse = 0
+        # Logits only where they predict a target token: from the prefix's last token on.
+        first = len(prefix) - 1
+        batch = self._batch.batch
+        batch.n_tokens = len(tokens) - reuse
+        for i, token in enumerate(tokens[reuse:]):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, reuse + i, 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = reuse + i >= first
+        self._cached = []  # until the decode succeeds
+        self._ctx.decode(self._batch)
+        self._cached = tokens
+        rows = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(len(tokens) - first, self._n_vocab))
+        logits = rows[: len(target)].astype(np.float64)
+        top = logits.max(axis=1)
+        norm = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+        return float((logits[np.arange(len(target)), target] - norm).sum())
