@@ -216,6 +216,23 @@ async def test_fit_scores_leave_the_chat_cache_alone(tiny_gguf: Path) -> None:
         await engine.fit_score("hello", ["greet: Say hello."])
 
 
+async def test_a_template_that_refuses_the_scoring_prompts_leaves_the_choice_to_the_model(
+    tiny_gguf: Path,
+) -> None:
+    template = (
+        "{% for m in messages %}{% if not m['content'] %}{{ raise_exception('empty message') }}{% endif %}"
+        "<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    engine = LlamaCpp(tiny_gguf, chat_template=template)
+    try:
+        with pytest.raises(ValueError, match="empty message"):
+            await engine.fit_score("hello", ["greet: Say hello."])
+        assert await engine.tools_fit("hello", ["greet: Say hello."]) is None
+    finally:
+        engine.close()
+
+
 async def test_no_fit_threshold_has_no_opinion(tiny_gguf: Path) -> None:
     engine = LlamaCpp(tiny_gguf, fit_threshold=None)
     try:

@@ -13,7 +13,8 @@ likeliest tokens the schema allows, address that:
   occurrence in the messages is copied once: once a value has taken it, it is
   not offered to the next one (`"x": 4, "y": 5` from "sides 4 and 5", not
   `"y": 4`). Numbers match without thousands separators (`2000000` copies
-  "$2,000,000").
+  "$2,000,000"). A boolean whose key the messages mention (`avoid_tolls`:
+  "toll roads avoided") is nudged towards `true`, or `false` after a negation.
 - **close**: right after a value inside an object that may end there (the
   schema allows `}`: every field left is optional), the closing tokens get
   `close` added, so optional fields are written only when the model is sure
@@ -21,6 +22,10 @@ likeliest tokens the schema allows, address that:
 
 Keys and punctuation are otherwise left alone, and the model still chooses
 among the nudged tokens: a bias breaks near-ties, it does not dictate.
+
+The engine's check of optional fields uses the same state: `fork` copies it
+to decode a field ahead, `supports` judges that field's value against the
+messages, and `closer` finds the token that ends the object instead.
 """
 
 from __future__ import annotations
@@ -476,11 +481,12 @@ class ValueBias:
         """Whether the user's messages give the value of the field that `text` adds.
 
         `text` is compact JSON from the token that adds the field (`,"key":value`,
-        after the rest of a number in progress) to the end of its value. A
-        number must be a free span of the messages, a string a free span or a
-        span in another case ("Pediatrics" for "pediatrics"); `true`, `false`
-        or `null` needs a word of the key in them (`include_tolls`: "tolls").
-        A nested object or array, or text this cannot read, is let through.
+        after the rest of a value in progress) to the end of its value. A
+        number must be a free span of the messages or a number they write as a
+        word ("three"); a string a free span, or `said` by them ("detailed" for
+        "in detail"); `true`, `false` or `null` needs the key to be mentioned
+        (`avoid_tolls`: "toll roads avoided"). A nested object or array, or
+        text this cannot read, is let through.
         """
         rest = self._cursor.rest(text)
         if rest is None:
@@ -530,8 +536,8 @@ class ValueBias:
                 hit = cursor.candidate(piece)
                 if hit is not None and (self._numbers if hit[2] else self._text).match(hit[0], hit[1]):
                     logits[token] += self._copy
-            if cursor.at_literal and (said := self._mention(cursor.key)):
-                literal = "true" if said > 0 else "false"
+            if cursor.at_literal and (told := self._mention(cursor.key)):
+                literal = "true" if told > 0 else "false"
                 for token, piece in pieces.items():
                     if literal.startswith(piece) or piece.startswith(literal):
                         logits[token] += self._copy

@@ -254,8 +254,10 @@ class LlamaCpp:
     async def tools_fit(self, request: str, tools: Sequence[str]) -> bool | None:
         """Whether one of `tools` fits `request`: `fit_score` at least `fit_threshold`.
 
-        `None` when `fit_threshold` is `None`. An `Agent` with `tool_choice="auto"`
-        asks this before a run's first turn (see `fit_score`).
+        `None` when `fit_threshold` is `None`, or when the chat template refuses
+        the scoring prompts (`fit_score` raises `ValueError`): the model's first
+        key decides then. An `Agent` with `tool_choice="auto"` asks this before a
+        run's first turn (see `fit_score`).
 
         Args:
             request: The user's message.
@@ -263,7 +265,10 @@ class LlamaCpp:
         """
         if self._fit_threshold is None:
             return None
-        return await self.fit_score(request, tools) >= self._fit_threshold
+        try:
+            return await self.fit_score(request, tools) >= self._fit_threshold
+        except ValueError:  # a template that refuses a lone or empty user message
+            return None
 
     async def fit_score(self, request: str, tools: Sequence[str]) -> float:
         """How well the best of `tools` fits `request`, in nats per token; `-inf` for no tools.
@@ -273,6 +278,11 @@ class LlamaCpp:
         one, in its own chat template: above about 0.2 the request speaks of
         what the tool does. Runs on a small context of its own: the KV cache of
         `chat` is left as it was.
+
+        Raises:
+            TypeError: `request` or a tool is not a string.
+            ValueError: The chat template refused a scoring prompt.
+            RuntimeError: The engine is closed.
         """
         if self._closed:
             raise RuntimeError("this LlamaCpp engine is closed")
