@@ -233,6 +233,17 @@ async def test_a_template_that_refuses_the_scoring_prompts_leaves_the_choice_to_
         engine.close()
 
 
+async def test_fit_scores_of_long_and_empty_requests(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf)
+    try:
+        # Longer than the scoring context: the prompt is cut from the left, the tool text to a quarter.
+        assert math.isfinite(await engine.fit_score("word " * 3000, ["greet: Say hello. " * 200]))
+        # An empty request is the baseline itself: it makes no tool more likely.
+        assert await engine.fit_score("", ["greet: Say hello."]) == pytest.approx(0.0, abs=1e-4)
+    finally:
+        engine.close()
+
+
 async def test_no_fit_threshold_has_no_opinion(tiny_gguf: Path) -> None:
     engine = LlamaCpp(tiny_gguf, fit_threshold=None)
     try:
