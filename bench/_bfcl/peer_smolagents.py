@@ -8,7 +8,8 @@ llama-cpp-python's tool-calling grammar) on 127.0.0.1, reached with smolagents'
 smolagents retrying a step it cannot parse) is checked as aerix's first turn is.
 
 Run: `.venv-bench/bin/python bench/_bfcl/peer_smolagents.py --port 8765 --limit 20`
-with the server already listening. Prints the table rows, same columns as bench/bfcl.py.
+with the server already listening, started with `--n_ctx 4096` (smolagents' prompt
+is longer than the default 2048 tokens; every step would fail with HTTP 400). Prints the table rows, same columns as bench/bfcl.py.
 """
 
 from __future__ import annotations

@@ -180,6 +180,8 @@ class Agent:
             "content": render_system(instructions, self._tool_list),
         }
         self._schemas: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._tool_texts = [f"{t.name}: {t.description}" for t in self._tool_list]
+        """The tools as a `ToolFit` model reads them."""
         self._messages: list[ChatMessage] = []
         self._next_id = 0
         self._busy = False
@@ -317,9 +319,7 @@ class Agent:
                     and isinstance(self._model, ToolFit)
                     and self._tool_list
                 ):
-                    fit = await self._model.tools_fit(
-                        prompt, [f"{t.name}: {t.description}" for t in self._tool_list]
-                    )
+                    fit = await self._model.tools_fit(prompt, self._tool_texts)
                     if fit is not None:
                         choice = "required" if fit else "none"
                 while True:

@@ -67,6 +67,8 @@ class FitScorer:
         self._render = render
         self._tokenize = tokenize
         self._cached: list[int] = []
+        self._empty: list[int] | None = None
+        """The prompt of the empty request (the baselines'), once needed."""
         self._baselines: dict[str, float] = {}
         """log p(tool text | empty request), by tool text."""
 
@@ -77,8 +79,7 @@ class FitScorer:
 
     def score(self, request: str, tools: Sequence[str]) -> float:
         """The best fit of `tools` (each a tool's name and description) to `request`; -inf if none."""
-        given = self._tokenize((self._render([{"role": "user", "content": request}]) + LEAD).encode(), True)
-        empty = self._tokenize((self._render([{"role": "user", "content": ""}]) + LEAD).encode(), True)
+        given = self._prompt(request)
         targets = [
             (text, t) for text in tools if (t := self._tokenize(text.encode(), False)[: self._n_ctx // 4])
         ]
@@ -91,9 +92,15 @@ class FitScorer:
             if base is None:
                 if len(self._baselines) >= _BASELINES:
                     self._baselines.clear()
-                base = self._baselines[text] = self._logprob(empty, target)
+                if self._empty is None:
+                    self._empty = self._prompt("")
+                base = self._baselines[text] = self._logprob(self._empty, target)
             best = max(best, (lp - base) / len(target))
         return float(best)
+
+    def _prompt(self, request: str) -> list[int]:
+        """The tokens before a tool's text: the request in the chat template, then `LEAD`."""
+        return self._tokenize((self._render([{"role": "user", "content": request}]) + LEAD).encode(), True)
 
     def _logprob(self, prefix: list[int], target: list[int]) -> float:
         """log p(target | prefix), summed over the target's tokens."""

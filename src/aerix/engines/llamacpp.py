@@ -489,12 +489,8 @@ class LlamaCpp:
         """Forget the tokens evaluated after the first `n` (decoded ahead); the history has only `n`."""
         if self._n_tokens <= n:
             return
-        mem = llama_cpp.llama_get_memory(self._ctx)
-        if llama_cpp.llama_memory_seq_rm(mem, 0, n, -1):
-            self._llama.n_tokens = n
-        else:  # a cache that cannot be cut in the middle: evaluate the kept tokens again
-            llama_cpp.llama_memory_clear(mem, True)
-            self._llama.n_tokens = 0
+        self._llama.n_tokens = self._keep(n)
+        if self._n_tokens < n:  # a cache that cannot be cut in the middle: evaluate the kept tokens again
             self._eval(self._history.tokens[:n])
 
     def _forced(self, constrained: Constrained | None, room: int | None, counts: dict[str, int]) -> list[int]:
@@ -550,10 +546,8 @@ class LlamaCpp:
 
     def _truncate(self, n: int) -> None:
         """Cut the KV cache (and the history) to its first `n` tokens."""
-        mem = llama_cpp.llama_get_memory(self._ctx)
-        if n < self._n_tokens and not llama_cpp.llama_memory_seq_rm(mem, 0, n, -1):
-            llama_cpp.llama_memory_clear(mem, True)
-            n = 0
+        if n < self._n_tokens:
+            n = self._keep(n)
         self._llama.n_tokens = min(n, self._n_tokens)
         self._history.truncate(self._n_tokens)
 
@@ -562,14 +556,20 @@ class LlamaCpp:
         n = min(self._n_tokens, len(self._history.tokens))
         if list(self._llama.input_ids[:n]) != self._history.tokens[:n]:
             n = 0  # should not happen; start over rather than trust a mismatch
-        mem = llama_cpp.llama_get_memory(self._ctx)
-        if not llama_cpp.llama_memory_seq_rm(mem, 0, n, -1):
-            llama_cpp.llama_memory_clear(mem, True)
-            n = 0
+        n = self._keep(n)
         self._llama.n_tokens = n
         self._history.truncate(n)
         if n == 0:
             self._history.clear()
+
+    def _keep(self, n: int) -> int:
+        """Remove the KV cache's entries from position `n` on; how many are kept
+        (`n`, or 0 when the cache cannot be cut in the middle and was cleared)."""
+        mem = llama_cpp.llama_get_memory(self._ctx)
+        if llama_cpp.llama_memory_seq_rm(mem, 0, n, -1):
+            return n
+        llama_cpp.llama_memory_clear(mem, True)
+        return 0
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:
         if add_bos and self._template.bos_token and text.startswith(self._bos):

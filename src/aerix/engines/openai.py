@@ -28,6 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.OpenAICompatible needs httpx: pip install 'aerix[server]'") from exc
 
+from ..abort import _nothing
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, GenerateOptions, Usage
 from ._chat_request import DIALECTS, Dialect, build_body
@@ -183,7 +184,7 @@ class OpenAICompatible:
         task = loop.create_task(self._produce(body, queue.put_nowait))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        remove = signal.add_callback(_canceller(loop, task)) if signal is not None else _noop
+        remove = signal.add_callback(_canceller(loop, task)) if signal is not None else _nothing
         finished = False
         try:
             while True:
@@ -445,10 +446,6 @@ def _unbind(response: httpx.Response) -> None:
     longer. A closed response's stream is never read again.
     """
     response.stream = _SPENT
-
-
-def _noop() -> None:
-    return None
 
 
 def _canceller(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> Callable[[], None]:
