@@ -7,10 +7,10 @@ writes them to docs/benchmarks.md (section "engine").
    and a user message), greedy, each path repeated and interleaved:
    - aerix unconstrained;
    - aerix under the turn schema with llguidance's mask only;
-   - aerix under the turn schema with the mask and jump-forward, value biases
-     and the optional-field check off, and on (the default, see docs/engines.md;
-     a field decoded ahead and dropped costs time but adds no token, so compare
-     the wall time per turn too);
+   - aerix under the turn schema with the mask and jump-forward, value biases,
+     the optional-field check and string choices off, and on (the default, see
+     docs/engines.md; a value decoded ahead and dropped costs time but adds no
+     token, so compare the wall time per turn too);
    - llama-cpp-python unconstrained, and with its own grammar sampler
      (`LlamaGrammar.from_json_schema`, `Llama.generate(grammar=...)`).
    Tokens per second count every generated token; under jump-forward the forced
@@ -107,6 +107,7 @@ MESSAGES: list[ChatMessage] = [
     {"role": "user", "content": "Should I pack an umbrella for Lisbon and for Porto?"},
 ]
 MAX_TOKENS = 96
+OFF = "aerix, mask + jump-forward, no value biases, optional check or string choices"
 
 
 async def _aerix_turn(engine: LlamaCpp, messages: list[ChatMessage], opts: GenerateOptions) -> str:
@@ -154,7 +155,13 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     engine = load("smollm2-instruct", n_threads=threads, n_ctx=2048)
     mask_only = load("smollm2-instruct", n_threads=threads, n_ctx=2048, jump_forward=False)
     unbiased = load(
-        "smollm2-instruct", n_threads=threads, n_ctx=2048, copy_bias=0, close_bias=0, check_optional=False
+        "smollm2-instruct",
+        n_threads=threads,
+        n_ctx=2048,
+        copy_bias=0,
+        close_bias=0,
+        check_optional=False,
+        string_choices=1,
     )
     llama = llama_cpp.Llama(str(model_path("smollm2-instruct")), n_ctx=2048, n_threads=threads, verbose=False)
     from llama_cpp.llama_grammar import LlamaGrammar
@@ -164,7 +171,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     paths: dict[str, Callable[[], dict[str, Any]]] = {
         "aerix, unconstrained": lambda: _aerix(engine, False),
         "aerix, llguidance mask only": lambda: _aerix(mask_only, True),
-        "aerix, mask + jump-forward, no value biases or optional check": lambda: _aerix(unbiased, True),
+        OFF: lambda: _aerix(unbiased, True),
         "aerix, mask + jump-forward (default)": lambda: _aerix(engine, True),
         "llama-cpp-python, unconstrained": lambda: _llama_cpp(llama, None, prompt),
         "llama-cpp-python, its grammar sampler": lambda: _llama_cpp(llama, grammar, prompt),
@@ -193,9 +200,8 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     figures = {
         "constrained_vs_unconstrained": ours / base,
         "mask_only_vs_unconstrained": rate["aerix, llguidance mask only"] / base,
-        "biases_vs_no_biases": ours / rate["aerix, mask + jump-forward, no value biases or optional check"],
-        "biases_wall": wall["aerix, mask + jump-forward (default)"]
-        / wall["aerix, mask + jump-forward, no value biases or optional check"],
+        "biases_vs_no_biases": ours / rate[OFF],
+        "biases_wall": wall["aerix, mask + jump-forward (default)"] / wall[OFF],
         "constrained_vs_llama_grammar": ours / theirs,
         "llama_grammar_vs_llama_unconstrained": theirs / rate["llama-cpp-python, unconstrained"],
     }
@@ -215,9 +221,9 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
         f"- constrained (mask + jump-forward) / unconstrained: "
         f"**{figures['constrained_vs_unconstrained']:.2f}**\n"
         f"- mask only / unconstrained: {figures['mask_only_vs_unconstrained']:.2f}\n"
-        f"- default (value biases, optional check) / both off: {figures['biases_vs_no_biases']:.2f} "
-        f"in tokens/s, {figures['biases_wall']:.2f} in wall time per turn (fields decoded ahead and "
-        "dropped take time but add no token)\n"
+        f"- default (value biases, optional check, string choices) / all off: "
+        f"{figures['biases_vs_no_biases']:.2f} in tokens/s, {figures['biases_wall']:.2f} in wall time "
+        "per turn (values decoded ahead and dropped take time but add no token)\n"
         f"- constrained / llama-cpp-python's grammar sampler: "
         f"**{figures['constrained_vs_llama_grammar']:.2f}**\n"
         f"- llama-cpp-python grammar / its unconstrained: "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aerix.engines._bias import JsonCursor, Spans, ValueBias, mention, said
+from aerix.engines._bias import JsonCursor, Spans, ValueBias, mention, said, takes_percent
 
 
 def cursor_after(text: str) -> JsonCursor:
@@ -102,6 +102,15 @@ def test_a_number_next_to_a_unit_is_a_whole_span() -> None:
     assert Spans("a 5km run").match("5", whole=True)
 
 
+def test_a_decimal_point_is_not_a_word_boundary() -> None:
+    spans = Spans("a rate of 0.015, then 9.8 m/s^2. Done.")
+    assert spans.match("0.015", whole=True) and spans.match("9.8", whole=True)
+    assert not spans.match("0", whole=True)  # the start of 0.015, not the number 0
+    assert not spans.match("015", whole=False) and not spans.match("8", whole=False)
+    assert spans.match("2", whole=True)  # a full stop after a number ends it
+    assert spans.match("Done", whole=True)
+
+
 PIECES = ['{"city":"', "San", "Bos", " Francisco", " Fr", '"}', "ton", "1", "5", "}", "0"]
 
 
@@ -148,7 +157,7 @@ def test_the_bias_follows_split_utf8_characters() -> None:
     b.feed(b'{"c":"Z\xc3')
     b.feed(b"\xbc")
     out = b.apply(np.zeros(4, dtype=np.float32))
-    assert out.tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert out.tolist() == [-1.0, -1.0, 1.0, -1.0]  # on to "Zürich"; leaving the span costs
 
 
 @pytest.mark.parametrize(
@@ -229,12 +238,25 @@ def test_numbers_are_copied_without_thousands_separators() -> None:
     pieces = ["2", "0", "}", ","]
     b = ValueBias("a net income of $2,000,000 in 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"income":200')
-    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0, 0.0]  # on to 2000000
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, 1.0, -1.0, -1.0]  # on to 2000000
     b.feed(b"0000")
-    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]  # a whole span
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0, 1.0]  # a whole span
     b = ValueBias("sides 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"a":2')
-    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]  # "2,3" is a list
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0, 1.0]  # "2,3" is a list
+
+
+def test_leaving_a_span_under_way_costs_what_copying_gains() -> None:
+    pieces = ["pool", "ly", " F", '"', "0", ","]
+    b = ValueBias("Liverpool F.C. won 5000 to 2", copy=2.5, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"team":"Liver')
+    assert b.apply(np.zeros(6, dtype=np.float32)).tolist() == [2.5, -2.5, -2.5, -2.5, -2.5, -2.5]
+    b.feed(b'pool"')
+    b.feed(b',"n":500')  # a number cut short: ending it here costs too
+    out = b.apply(np.zeros(6, dtype=np.float32))
+    assert out[pieces.index("0")] == 2.5 and out[pieces.index(",")] == -2.5
+    b.feed(b'0,"m":7')  # not a span: the model's own value is left alone
+    assert b.apply(np.zeros(6, dtype=np.float32)).tolist() == [0.0] * 6
 
 
 # -- flags the request mentions, and optional fields it does not give ---------
@@ -435,3 +457,105 @@ def test_an_optional_value_the_request_says_in_other_words_is_supported() -> Non
     assert not b.supports(',"days":4}')
     assert b.supports(',"level":"detailed"}')
     assert not b.supports(',"level":"basic"}')
+
+
+@pytest.mark.parametrize(
+    ("key", "description", "expected"),
+    [
+        ("annual_rate", "The interest rate for a year as a percentage.", True),
+        ("discount_pct", "", True),
+        ("discountPercent", "", True),
+        ("tax", "The tax rate, in per cent.", True),
+        ("rate", "The annual interest rate. Enter as a decimal. E.g, 5% is 0.05", False),
+        ("rate", "The rate as a fraction, not a percentage.", False),
+        ("annual_interest_rate", "The annual interest rate.", False),
+        ("rate", "", False),
+    ],
+)
+def test_a_field_takes_a_percentage_when_its_name_or_description_says_so(
+    key: str, description: str, expected: bool
+) -> None:
+    assert takes_percent(key, description) is expected
+
+
+def percent_bias(source: str, keys: tuple[str, ...] = ()) -> ValueBias:
+    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, percent_keys=keys)
+    b.feed(b'{"calls":[{"tool":"t","input":{"rate":')
+    return b
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "fraction"),
+    [
+        ("$5000 at 5% for 7 years", "5,", "0.05"),
+        ("a rate of 12.5 percent", "12.5}", "0.125"),
+        ("a rate of 10 %", "10}", "0.1"),
+        ("all of it: 100%", "100}", "1"),
+        ("$5000 at 5% for 7 years", "7,", None),  # not a percentage
+        ("$5000 at 5% for 7 years", "500,", None),  # no span at all
+        ("5% for 5 years", "5,", None),  # which 5? both are free
+        ("$5000 at 5% for 7 years", "5", None),  # the value did not end
+        ("$5000 at 5% for 7 years", '"5%"', None),  # not a number
+    ],
+)
+def test_a_number_given_only_as_a_percentage_is_written_as_its_fraction(
+    source: str, text: str, fraction: str | None
+) -> None:
+    assert percent_bias(source).fraction(text) == fraction
+
+
+def test_the_percentage_is_taken_once_written_as_a_fraction() -> None:
+    b = percent_bias("5% now and 5% later")
+    assert b.fraction("5,") == "0.05"  # every free 5 is a percentage
+    assert b.fraction("5,") == "0.05"
+    assert b.fraction("5,") is None
+    b = percent_bias("5% now, then 6%")
+    assert b.starts_number("5")
+    assert b.fraction("5,") == "0.05"
+    assert b.fraction("5,") is None  # taken
+    assert b.starts_number("6")
+    assert b.fraction("6}") == "0.06"
+    assert not b.starts_number("7")  # every percentage is taken
+
+
+def test_a_percentage_is_only_looked_for_where_a_number_field_may_take_it() -> None:
+    b = percent_bias("at 5%")
+    assert b.starts_number("5") and b.starts_number("-")
+    assert not b.starts_number('"')  # a string
+    assert not percent_bias("at 5%", keys=("rate",)).starts_number("5")  # the field takes 5
+    assert not percent_bias("at five").starts_number("5")  # no percentage
+    top = ValueBias("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__)
+    top.feed(b'{"rate":')
+    assert not top.starts_number("5")  # not in a tool's input
+    off = ValueBias("at 5%", copy=0.0, close=2.0, piece=PIECES.__getitem__)
+    off.feed(b'{"calls":[{"tool":"t","input":{"rate":')
+    assert not off.starts_number("5")  # the copy bias is off
+    b.feed(b"5")
+    assert not b.starts_number("0")  # inside a number already
+
+
+def test_numbers_written_as_words_are_copied_like_digits() -> None:
+    pieces = ["2", "1", "5", "}"]
+    b = ValueBias("Two adults and one child, for five nights.", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"adults":')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [1.0, 1.0, 1.0, 0.0]
+    b.feed(b'2,"children":1,"nights":')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 0.0]  # each copied once
+    assert not ValueBias("someone", copy=1.0, close=0.0, piece=str).supports(',"n":1}')  # whole words only
+
+
+@pytest.mark.parametrize(
+    ("text", "starts"),
+    [
+        ('{"calls":[{"tool":"t","input":{"city":"', True),
+        ('{"calls":[{"tool":"t","input":{"city":"Bo', False),  # under way
+        ('{"calls":[{"tool":"t","input":{"city":', False),  # before the quote
+        ('{"calls":[{"tool":"t","input":{"', False),  # a key
+        ('{"final":"', False),  # not in a tool's input
+        ('{"calls":[{"tool":"t","input":{"tags":["', False),  # in an array
+    ],
+)
+def test_a_string_value_starts_in_a_tools_input(text: str, starts: bool) -> None:
+    b = ValueBias("", copy=0.0, close=0.0, piece=str)
+    b.feed(text.encode())
+    assert b.starts_string() is starts

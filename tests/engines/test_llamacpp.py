@@ -22,7 +22,7 @@ import llama_cpp
 from aerix.abort import AbortController, AbortSignal
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
-from aerix.engines.llamacpp import FIT_THRESHOLD
+from aerix.engines.llamacpp import FIT_THRESHOLD, _number_fields
 from aerix.errors import AerixError
 from aerix.model import ChatMessage, Delta, GenerateOptions, Model, ToolFit
 
@@ -174,6 +174,15 @@ def test_bad_value_biases_are_clear_errors(tiny_gguf: Path, option: str, value: 
 def test_check_optional_must_be_a_bool(tiny_gguf: Path, value: object) -> None:
     with pytest.raises(AerixError, match=f"check_optional must be True or False, got {value!r}") as info:
         LlamaCpp(tiny_gguf, check_optional=value)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.0, True, "3", None])
+def test_string_choices_must_be_a_whole_number_from_one(tiny_gguf: Path, value: object) -> None:
+    with pytest.raises(
+        AerixError, match=f"string_choices must be a whole number, 1 or more, got {value!r}"
+    ) as info:
+        LlamaCpp(tiny_gguf, string_choices=value)  # type: ignore[arg-type]
     assert info.value.kind == "options"
 
 
@@ -704,3 +713,35 @@ def test_n_threads_also_sets_the_prefill_threads(tiny_gguf: Path) -> None:
         assert engine._llama.n_threads_batch == 2
     finally:
         engine.close()
+
+
+def test_the_number_fields_of_a_schema_are_found_at_any_depth() -> None:
+    schema = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "calls": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "input": {
+                                    "type": "object",
+                                    "properties": {
+                                        "rate": {"type": "number", "description": "As a percentage."},
+                                        "years": {"type": "integer"},
+                                        "name": {"type": "string", "description": "percent"},
+                                        "odd": {"type": "number", "description": 5},
+                                    },
+                                }
+                            },
+                        },
+                    }
+                },
+            },
+            {"type": "object", "properties": {"final": {"type": "string"}}},
+        ]
+    }
+    assert sorted(_number_fields(schema)) == [("odd", ""), ("rate", "As a percentage."), ("years", "")]
+    assert list(_number_fields({"properties": None})) == []

@@ -169,9 +169,15 @@ PERSON: dict[str, Any] = {
 REQUEST = "Sign up Xylophona Quentrell, aged 47, for the pottery course."
 
 
-async def answer(engine: LlamaCpp, request: str, schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+async def answer(
+    engine: LlamaCpp,
+    request: str,
+    schema: dict[str, Any],
+    max_tokens: int,
+    system: str = "Answer with the JSON of the person to sign up.",
+) -> dict[str, Any]:
     messages: list[ChatMessage] = [
-        {"role": "system", "content": "Answer with the JSON of the person to sign up."},
+        {"role": "system", "content": system},
         {"role": "user", "content": request},
     ]
     deltas = await generate(
@@ -269,5 +275,77 @@ async def test_decoding_ahead_leaves_the_cache_as_it_was(monkeypatch: pytest.Mon
             "vip": True,
         }
     finally:
+        engine.close()
+        fresh.close()
+
+
+def nested(name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The schema of an object with one field, `name`: an object of `fields`, all required."""
+    inner = {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
+    return {"type": "object", "properties": {name: inner}, "required": [name], "additionalProperties": False}
+
+
+def loan(rate: dict[str, Any]) -> dict[str, Any]:
+    return nested("loan", {"amount": {"type": "integer"}, "rate": rate, "years": {"type": "integer"}})
+
+
+LOAN_REQUEST = "A loan of $12000 at an interest rate of 4.5 percent over 10 years."
+
+
+async def terms(engine: LlamaCpp, rate: dict[str, Any]) -> dict[str, Any]:
+    return (await answer(engine, LOAN_REQUEST, loan(rate), 64, "Answer with the JSON of the loan."))["loan"]  # type: ignore[no-any-return]
+
+
+async def test_a_percentage_is_written_as_the_fraction_it_means() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    unbiased = load("smollm2-instruct", n_ctx=2048, copy_bias=0)
+    try:
+        assert (await terms(unbiased, {"type": "number"}))["rate"] == 4.5  # the trap: the digits it sees
+        assert await terms(engine, {"type": "number"}) == {"amount": 12000, "rate": 0.045, "years": 10}
+        # A field that says it takes a percentage gets the number as written.
+        percent = {"type": "number", "description": "The interest rate as a percentage."}
+        assert (await terms(engine, percent))["rate"] == 4.5
+        # An integer field cannot take 0.045: the model's own number stays.
+        assert isinstance((await terms(engine, {"type": "integer"}))["rate"], int)
+    finally:
+        engine.close()
+        unbiased.close()
+
+
+def query(*fields: str) -> dict[str, Any]:
+    return nested("query", {k: {"type": "string"} for k in fields})
+
+
+TABLE = "Book a table for Xylophona Quentrell at the Blue Harbour Grill."
+
+
+async def booking(engine: LlamaCpp, **opts: Any) -> dict[str, Any]:
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "Answer with the JSON of the query."},
+        {"role": "user", "content": TABLE},
+    ]
+    options = {
+        "max_tokens": 64,
+        "temperature": 0,
+        "constraint": {"json": query("name", "restaurant")},
+        **opts,
+    }
+    deltas = await generate(engine, messages, **options)
+    return json.loads("".join(d.text for d in deltas))["query"]  # type: ignore[no-any-return]
+
+
+async def test_string_choices_keep_the_likeliest_whole_value() -> None:
+    greedy = load("smollm2-instruct", n_ctx=2048, string_choices=1)
+    engine = load("smollm2-instruct", n_ctx=2048)
+    fresh = load("smollm2-instruct", n_ctx=2048)
+    try:
+        assert (await booking(greedy))["restaurant"] == "Bluffton's Bistro"  # the trap: a name of its own
+        assert (await booking(engine))["restaurant"] == "Blue Harbour Grill"
+        # Sampled: the values are drawn by their likelihoods, reproducibly with a seed.
+        first = await booking(engine, temperature=0.7, seed=7)
+        assert await booking(fresh, temperature=0.7, seed=7) == first
+        assert set(first) == {"name", "restaurant"}
+    finally:
+        greedy.close()
         engine.close()
         fresh.close()

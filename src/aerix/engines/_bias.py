@@ -13,8 +13,14 @@ likeliest tokens the schema allows, address that:
   occurrence in the messages is copied once: once a value has taken it, it is
   not offered to the next one (`"x": 4, "y": 5` from "sides 4 and 5", not
   `"y": 4`). Numbers match without thousands separators (`2000000` copies
-  "$2,000,000"). A boolean whose key the messages mention (`avoid_tolls`:
-  "toll roads avoided") is nudged towards `true`, or `false` after a negation.
+  "$2,000,000") and as words up to twenty (`2` copies "two"). Once a value
+  is under way as a span, the other tokens get `copy` taken off: leaving a
+  span costs what copying gains ("Liverpool", not "Liverly"; `5000`, not
+  `500`). A boolean whose key the messages mention (`avoid_tolls`: "toll
+  roads avoided") is nudged towards `true`, or `false` after a negation. A
+  number the messages give only as a percentage is written as its fraction
+  (`starts_number`, `fraction`: the engine decodes it ahead), unless the
+  field takes percentages (`takes_percent`).
 - **close**: right after a value inside an object that may end there (the
   schema allows `}`: every field left is optional), the closing tokens get
   `close` added, so optional fields are written only when the model is sure
@@ -33,12 +39,13 @@ from __future__ import annotations
 import codecs
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
+from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["JsonCursor", "Spans", "ValueBias"]
+__all__ = ["JsonCursor", "Spans", "ValueBias", "takes_percent"]
 
 Logits = npt.NDArray[np.float32]
 
@@ -107,6 +114,24 @@ _NUMBER_WORDS = {
     )
 }
 _VALUE_WORD = re.compile(r"[^\W_]+")
+_SPELLED = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+"""A number written as a word ("two"), from zero to twenty."""
+_PERCENT = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?=\s?(?:%|percent\b|per cent\b))", re.IGNORECASE)
+"""A number the messages give as a percentage ("5%", "2.5 percent")."""
+_PERCENT_FIELD = re.compile(r"percent|\bpct\b|per cent")
+_FRACTION_FIELD = re.compile(r"decimal|fraction")
+
+
+def takes_percent(key: str, description: str = "") -> bool:
+    """Whether a number field takes a percentage as written (5 for "5%"), by its name or
+    description ("discount_pct", "as a percentage"), rather than the fraction it means."""
+    text = f"{key.replace('_', ' ')} {description}".lower()
+    return bool(_PERCENT_FIELD.search(text)) and not _FRACTION_FIELD.search(description.lower())
+
+
+def _fraction(number: str) -> str:
+    """The fraction a percentage means, as JSON: "5" → "0.05", "12.5" → "0.125"."""
+    return format(Decimal(number).scaleb(-2).normalize(), "f")
 
 
 def _stem(word: str) -> str:
@@ -361,7 +386,14 @@ class Spans:
         if i <= 0 or i >= len(s):
             return True
         a, b = _kind(s[i - 1]), _kind(s[i])
+        if self._point(i) or self._point(i - 1):
+            return False  # inside a decimal number: "0" is no span of "0.015"
         return not (a == b and a in "a0")
+
+    def _point(self, j: int) -> bool:
+        """Whether the source has a decimal point at `j`, between two digits."""
+        s = self.source
+        return 0 < j < len(s) - 1 and s[j] == "." and s[j - 1].isdigit() and s[j + 1].isdigit()
 
     def match(self, value: str, whole: bool) -> bool:
         """Whether `value` starts a span of the source (`whole`: is one).
@@ -372,13 +404,27 @@ class Spans:
             return False
         return self._find(value, whole) >= 0
 
+    def free(self, value: str) -> list[int]:
+        """Where `value` is a free whole span of the source."""
+        return list(self._occurrences(value, whole=True))
+
+    def is_free(self, at: int) -> bool:
+        """Whether the occurrence at `at` has not been taken."""
+        return at not in self._used
+
+    def take(self, at: int) -> None:
+        """Take the occurrence at `at`: it is not offered again."""
+        self._used.add(at)
+
     def _find(self, value: str, whole: bool) -> int:
+        return next(self._occurrences(value, whole), -1)
+
+    def _occurrences(self, value: str, whole: bool) -> Iterator[int]:
         s, i = self.source, self.source.find(value)
         while i >= 0:
             if i not in self._used and self._boundary(i) and (not whole or self._boundary(i + len(value))):
-                return i
+                yield i
             i = s.find(value, i + 1)
-        return -1
 
 
 class ValueBias:
@@ -387,14 +433,31 @@ class ValueBias:
     Args:
         source: The text values may be copied from (the user's messages).
         copy: Added to each likely token that keeps a value a span of `source`; 0: off.
+            With it, a percentage of `source` copied into a number field is
+            written as the fraction it means (see `fraction`).
         close: Added to the tokens that close an object whose remaining fields are
             optional, right after a value; 0: off.
         piece: A token's text.
+        percent_keys: The keys of number fields that take a percentage as written
+            (`takes_percent`).
     """
 
-    def __init__(self, source: str, *, copy: float, close: float, piece: Callable[[int], str]) -> None:
+    def __init__(
+        self,
+        source: str,
+        *,
+        copy: float,
+        close: float,
+        piece: Callable[[int], str],
+        percent_keys: Collection[str] = (),
+    ) -> None:
         self._text = Spans(source)
-        self._numbers = Spans(_THOUSANDS.sub("", source))  # "$2,000,000" is the number 2000000
+        # "$2,000,000" is the number 2000000, "two nights" the number 2.
+        numbers = _SPELLED.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _THOUSANDS.sub("", source))
+        self._numbers = Spans(numbers)
+        self._percents = {m.start() for m in _PERCENT.finditer(self._numbers.source)}
+        """Where the numbers the messages give as percentages start."""
+        self._percent_keys = frozenset(percent_keys)
         self._copy = np.float32(copy)
         self._close = np.float32(close)
         self._piece = piece
@@ -404,10 +467,6 @@ class ValueBias:
         """How many string or number values have ended so far."""
         self._ahead_of = 0
         self._mentions: dict[str, int] = {}
-        self._spelled = {
-            _NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", source.lower()) if w in _NUMBER_WORDS
-        }
-        """Numbers the messages write in words ("three days")."""
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -482,11 +541,11 @@ class ValueBias:
 
         `text` is compact JSON from the token that adds the field (`,"key":value`,
         after the rest of a value in progress) to the end of its value. A
-        number must be a free span of the messages or a number they write as a
-        word ("three"); a string a free span, or `said` by them ("detailed" for
-        "in detail"); `true`, `false` or `null` needs the key to be mentioned
-        (`avoid_tolls`: "toll roads avoided"). A nested object or array, or
-        text this cannot read, is let through.
+        number must be a free span of the messages (numbers written as words
+        included: "three"); a string a free span, or `said` by them
+        ("detailed" for "in detail"); `true`, `false` or `null` needs the key
+        to be mentioned (`avoid_tolls`: "toll roads avoided"). A nested object
+        or array, or text this cannot read, is let through.
         """
         rest = self._cursor.rest(text)
         if rest is None:
@@ -503,12 +562,43 @@ class ValueBias:
             return self._text.match(value, True) or said(value, self._text.source)
         if rest[:1] in "-0123456789":
             number = _NUMBER_VALUE.match(rest)
-            return number is not None and (
-                self._numbers.match(number.group(), True) or number.group() in self._spelled
-            )
+            return number is not None and self._numbers.match(number.group(), True)
         if rest[:1] in "tfn":
             return self._mention(field.group(1)) != 0
         return True
+
+    def starts_number(self, piece: str) -> bool:
+        """Whether a token starts a number in a tool's input while a percentage of the
+        messages is still free, for a field that does not take percentages as written."""
+        c = self._cursor
+        return (
+            bool(self._copy)
+            and c.depth >= 2
+            and c.at_literal
+            and piece[:1] in "-0123456789"
+            and c.key not in self._percent_keys
+            and any(self._numbers.is_free(at) for at in self._percents)
+        )
+
+    def starts_string(self) -> bool:
+        """Whether the next token is the first of a string value in a tool's input."""
+        c = self._cursor
+        return c.depth >= 2 and c.in_object and c.in_string_value and c.value == ""
+
+    def fraction(self, text: str) -> str | None:
+        """The fraction to write instead of the number that `text` starts with, if the
+        messages give that number only as a percentage ("5%": "0.05"); else `None`.
+
+        The occurrence is then taken, as if copied.
+        """
+        number = _NUMBER_VALUE.match(text)
+        if number is None:
+            return None
+        found = self._numbers.free(number.group())
+        if not found or not set(found) <= self._percents:
+            return None
+        self._numbers.take(found[0])
+        return _fraction(number.group())
 
     def _mention(self, key: str) -> int:
         found = self._mentions.get(key)
@@ -532,10 +622,15 @@ class ValueBias:
         top = [t for t in np.argpartition(logits, n - k)[n - k :].tolist() if np.isfinite(logits[t])]
         pieces = {t: p for t in top if (p := self._piece(t))}
         if self._copy:
+            # Once a value is under way as a span, leaving the span costs what copying gains.
+            spans = self._numbers if cursor.number else self._text
+            stay = bool(cursor.value) and spans.match(cursor.value or "", False)
             for token, piece in pieces.items():
                 hit = cursor.candidate(piece)
                 if hit is not None and (self._numbers if hit[2] else self._text).match(hit[0], hit[1]):
                     logits[token] += self._copy
+                elif stay:
+                    logits[token] -= self._copy
             if cursor.at_literal and (told := self._mention(cursor.key)):
                 literal = "true" if told > 0 else "false"
                 for token, piece in pieces.items():

@@ -62,6 +62,10 @@ class Constrained:
         self._m.consume_tokens(tokens)
         self._check()
 
+    def accepts(self, tokens: list[int]) -> bool:
+        """Whether the schema allows these tokens next (nothing is consumed)."""
+        return bool(self._m.validate_tokens(tokens) == len(tokens))
+
     def forced(self) -> list[int]:
         """The tokens the schema forces next (possibly none)."""
         return list(self._m.compute_ff_tokens())

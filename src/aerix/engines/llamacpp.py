@@ -16,7 +16,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
-from ._bias import ValueBias
+from ._bias import ValueBias, takes_percent
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
 from ._fit import FitScorer
@@ -40,14 +40,18 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
 
-__all__ = ["CLOSE_BIAS", "COPY_BIAS", "FIT_THRESHOLD", "GenerationStats", "LlamaCpp"]
+__all__ = ["CLOSE_BIAS", "COPY_BIAS", "FIT_THRESHOLD", "STRING_CHOICES", "GenerationStats", "LlamaCpp"]
 
 COPY_BIAS = 2.5
 """The default `copy_bias` (see `LlamaCpp`), in logits."""
 CLOSE_BIAS = 2.0
 """The default `close_bias` (see `LlamaCpp`), in logits."""
+STRING_CHOICES = 3
+"""The default `string_choices` (see `LlamaCpp`)."""
 FIT_THRESHOLD = 0.2
 """The default `fit_threshold` (see `LlamaCpp`), in nats per token."""
+_SURE = math.log(0.5)
+"""The log-probability from which a string's first token is kept without choices."""
 _LOOKAHEAD = 48
 """The most tokens decoded ahead to read an optional field's value."""
 
@@ -70,6 +74,22 @@ class GenerationStats:
     """Seconds spent rendering, tokenising and prefilling."""
     decode_s: float
     """Seconds spent generating."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A value decoded ahead: its text, its log-probability after the first token, and
+    whether it ended within the look-ahead."""
+
+    text: str
+    log_p: float
+    ended: bool
+
+
+def _log_softmax(logits: Any) -> Any:
+    finite = logits[np.isfinite(logits)]
+    top = finite.max()
+    return logits - (top + np.log(np.exp(finite - top).sum()))
 
 
 class _Job:
@@ -107,13 +127,21 @@ class LlamaCpp:
             one batch instead of sampling them one by one (turn off only to compare).
         copy_bias: Under a constraint, add this to the logit of each likely token that
             keeps a JSON string or number value a span of the user's messages (values
-            are usually copied from the request); 0 turns it off.
+            are usually copied from the request), and take it off the others once a
+            value is under way as a span. A number the messages give only as a
+            percentage ("5%") is written as the fraction it means (0.05) unless its
+            field takes percentages. 0 turns all this off.
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
         check_optional: Under a constraint, before the model adds an optional field to a
             nested object (a tool's input), decode that field ahead and leave it out
             unless the user's messages give its value.
+        string_choices: Under a constraint, at the start of a string value in a tool's
+            input where the model gives no first token even odds, decode the value ahead
+            from each of this many likeliest first tokens and keep the likeliest whole
+            value (greedy; drawn by the values' own likelihoods at a temperature above
+            0); 1 turns it off.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -139,6 +167,7 @@ class LlamaCpp:
         copy_bias: float = COPY_BIAS,
         close_bias: float = CLOSE_BIAS,
         check_optional: bool = True,
+        string_choices: int = STRING_CHOICES,
         fit_threshold: float | None = FIT_THRESHOLD,
         verbose: bool = False,
         **llama_kwargs: Any,
@@ -156,6 +185,10 @@ class LlamaCpp:
                 raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
         if not isinstance(check_optional, bool):
             raise AerixError("options", f"check_optional must be True or False, got {check_optional!r}")
+        if isinstance(string_choices, bool) or not isinstance(string_choices, int) or string_choices < 1:
+            raise AerixError(
+                "options", f"string_choices must be a whole number, 1 or more, got {string_choices!r}"
+            )
         if fit_threshold is not None and (
             isinstance(fit_threshold, bool)
             or not isinstance(fit_threshold, int | float)
@@ -190,6 +223,7 @@ class LlamaCpp:
         self._jump_forward = jump_forward
         self._biases = (float(copy_bias), float(close_bias))
         self._check_optional = check_optional
+        self._string_choices = string_choices
         self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
         self._fit: FitScorer | None = None
         self._template = self._load_template(chat_template)
@@ -427,16 +461,23 @@ class LlamaCpp:
             )
             mask = None if constrained is None else constrained.fill_mask()
             check = self._check_optional and bias is not None and bias.may_end_nested
-            if bias is not None and mask is not None and (bias.active or check):
+            choose = self._string_choices > 1 and bias is not None and bias.starts_string()
+            fraction: list[int] = []
+            if bias is not None and mask is not None and (bias.active or check or choose):
                 logits = bias.apply(mask_logits(logits, mask))
                 token = sample(logits, req.sampling, rng)
+                if choose and constrained is not None:
+                    token = self._choose_string(job, constrained, bias, token, logits, rng)
                 if check and constrained is not None:
                     token = self._check_field(job, constrained, bias, token, logits)
+                elif constrained is not None and bias.starts_number(self._vocab.piece_text(token)):
+                    room = None if limit is None else limit - counts["generated"]
+                    fraction = self._fraction(job, constrained, bias, token, room)
             else:
                 token = sample(logits, req.sampling, rng, mask)
             if self._vocab.is_end(token):
                 return self._finish(job, text, "stop")
-            batch = [token]
+            batch = fraction or [token]
             if constrained is not None:
                 constrained.consume(batch)
                 room = None if limit is None else limit - counts["generated"] - 1
@@ -457,9 +498,70 @@ class LlamaCpp:
         closer = bias.closer(logits, piece)
         if closer is None:
             return token
-        n0, depth = self._n_tokens, bias.depth
+        ahead = self._ahead(job, constrained, bias, token)
+        return token if ahead is None or bias.supports(ahead.text) else closer
+
+    def _fraction(
+        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, room: int | None
+    ) -> list[int]:
+        """The tokens of the fraction a percentage means ("0.05"), to write instead of the
+        number that starts with `token` if it copies a number the user gives only as a
+        percentage ("5%"); `[]` if it does not, or if the schema or `room` (the tokens
+        left) does not allow the fraction."""
+        ahead = self._ahead(job, constrained, bias, token)
+        fraction = None if ahead is None else bias.fraction(ahead.text)
+        if fraction is None:
+            return []
+        tokens = self._tokenize(fraction.encode(), add_bos=False)
+        fits = room is None or len(tokens) <= room
+        return tokens if fits and constrained.accepts(tokens) else []
+
+    def _choose_string(
+        self,
+        job: _Job,
+        constrained: Constrained,
+        bias: ValueBias,
+        token: int,
+        logits: Any,
+        rng: np.random.Generator,
+    ) -> int:
+        """The first token of a string value: of the `string_choices` likeliest first tokens,
+        the one whose whole value, decoded ahead, is likeliest (its tokens' log-probabilities
+        under the biases, summed); at a temperature above 0, drawn by those likelihoods.
+        `token` (the one sampled) stays if the model gives its likeliest first token even
+        odds or more, or if no value ends within the look-ahead."""
+        first = _log_softmax(logits)
+        if float(first.max()) >= _SURE:
+            return token  # the model is sure of its first token
+        n = logits.shape[0]
+        k = min(self._string_choices, n)
+        firsts = [int(t) for t in np.argpartition(logits, n - k)[n - k :] if np.isfinite(logits[t])]
+        scores = []
+        for t in firsts:
+            ahead = self._ahead(job, constrained, bias, t, this_value=True)
+            if ahead is not None and ahead.ended:
+                scores.append((float(first[t]) + ahead.log_p, t))
+        if not scores:
+            return token
+        temperature = job.request.sampling.temperature
+        if temperature <= 0:
+            return max(scores)[1]
+        weights = np.exp((np.array([s for s, _ in scores]) - max(scores)[0]) / temperature)
+        return scores[int(rng.choice(len(scores), p=weights / weights.sum()))][1]
+
+    def _ahead(
+        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, this_value: bool = False
+    ) -> _Ahead | None:
+        """The value from `token` on, decoded greedily (with the biases) on copies of the
+        constraint and the biases, then the KV cache is cut back: to the end of the value in
+        progress (`this_value`), else of the next value in the current object. `None` if
+        the model would end the generation. An abort stops it at once (with what was
+        decoded so far).
+        """
+        n0, depth, ended = self._n_tokens, bias.depth, bias.ended
         ahead, fork = constrained.fork(), bias.fork()
         text = b""
+        log_p = 0.0
         sampled = token
         try:
             for _ in range(_LOOKAHEAD):
@@ -470,20 +572,22 @@ class LlamaCpp:
                 data = b"".join(self._vocab.piece(t)[1] for t in batch)
                 fork.feed(data)
                 text += data
-                if fork.value_ended(depth) or ahead.done:
-                    break
+                if (fork.ended > ended if this_value else fork.value_ended(depth)) or ahead.done:
+                    return _Ahead(text.decode(errors="replace"), log_p, ended=True)
                 if self._n_tokens + len(batch) >= self._n_ctx or job.stopped():
                     break
                 self._eval(batch)
                 step = np.ctypeslib.as_array(
                     llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,)
                 )
-                sampled = int(np.argmax(fork.apply(mask_logits(step, ahead.fill_mask()))))
+                step = fork.apply(mask_logits(step, ahead.fill_mask()))
+                sampled = int(np.argmax(step))
                 if self._vocab.is_end(sampled):
-                    return token
+                    return None
+                log_p += float(_log_softmax(step)[sampled])
         finally:
             self._cut(n0)
-        return token if bias.supports(text.decode(errors="replace")) else closer
+        return _Ahead(text.decode(errors="replace"), log_p, ended=False)
 
     def _cut(self, n: int) -> None:
         """Forget the tokens evaluated after the first `n` (decoded ahead); the history has only `n`."""
@@ -512,10 +616,11 @@ class LlamaCpp:
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
         """The value biases of a constrained generation; values copy from the user's messages."""
         copy, close = self._biases
-        if constrained is None or not (copy or close or self._check_optional):
+        if constrained is None or not (copy or close or self._check_optional or self._string_choices > 1):
             return None
         source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
-        return ValueBias(source, copy=copy, close=close, piece=self._vocab.piece_text)
+        percent = {key for key, field in _number_fields(req.schema) if takes_percent(key, field)}
+        return ValueBias(source, copy=copy, close=close, piece=self._vocab.piece_text, percent_keys=percent)
 
     def _emit_text(
         self, job: _Job, text: TextStream, batch: list[int], bias: ValueBias | None
@@ -589,3 +694,18 @@ class LlamaCpp:
             bos_token=self._vocab.text(self._llama.token_bos()),
             eos_token=self._vocab.text(self._llama.token_eos()),
         )
+
+
+def _number_fields(schema: object) -> Iterator[tuple[str, str]]:
+    """Each number or integer property of a JSON Schema, at any depth: its key and description."""
+    if isinstance(schema, dict):
+        properties = schema.get("properties")
+        for key, prop in properties.items() if isinstance(properties, dict) else ():
+            if isinstance(prop, dict) and prop.get("type") in ("number", "integer"):
+                description = prop.get("description")
+                yield key, description if isinstance(description, str) else ""
+        for value in schema.values():
+            yield from _number_fields(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _number_fields(value)
