@@ -51,6 +51,9 @@ Logits = npt.NDArray[np.float32]
 
 _NUMBER_CHARS = "0123456789.eE+-"
 _NUMBER = frozenset(_NUMBER_CHARS)
+_NUMBER_START = "-0123456789"
+"""The characters a JSON number starts with."""
+_DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 """A thousands separator: a comma between a digit and exactly three digits."""
 _CANDIDATES = 32
@@ -230,7 +233,7 @@ class JsonCursor:
             self.value = None if self._in_key else ""
             if self._in_key:
                 self.key = ""
-        elif c in "-0123456789":
+        elif c in _NUMBER_START:
             self.number, self.value = True, c
         elif c in "{[":
             self._stack.append(c)
@@ -299,7 +302,7 @@ class JsonCursor:
             return None
         if piece[0] == '"':
             return _string("", piece[1:])
-        if piece[0] in "-0123456789":
+        if piece[0] in _NUMBER_START:
             return _number("", piece)
         return None
 
@@ -368,10 +371,12 @@ class Spans:
     def __init__(self, source: str) -> None:
         self.source = source
         self._used: set[int] = set()
+        self._points = frozenset(m.start() for m in _DECIMAL_POINT.finditer(source))
+        """Where the source has a decimal point between two digits."""
 
     def copy(self) -> Spans:
         """An independent copy (the occurrences taken so far stay taken)."""
-        other = Spans(self.source)
+        other = copy.copy(self)
         other._used = set(self._used)
         return other
 
@@ -386,14 +391,9 @@ class Spans:
         if i <= 0 or i >= len(s):
             return True
         a, b = _kind(s[i - 1]), _kind(s[i])
-        if self._point(i) or self._point(i - 1):
+        if i in self._points or i - 1 in self._points:
             return False  # inside a decimal number: "0" is no span of "0.015"
         return not (a == b and a in "a0")
-
-    def _point(self, j: int) -> bool:
-        """Whether the source has a decimal point at `j`, between two digits."""
-        s = self.source
-        return 0 < j < len(s) - 1 and s[j] == "." and s[j - 1].isdigit() and s[j + 1].isdigit()
 
     def match(self, value: str, whole: bool) -> bool:
         """Whether `value` starts a span of the source (`whole`: is one).
@@ -560,7 +560,7 @@ class ValueBias:
                 return False
             value = string.group(1)
             return self._text.match(value, True) or said(value, self._text.source)
-        if rest[:1] in "-0123456789":
+        if rest[:1] in _NUMBER_START:
             number = _NUMBER_VALUE.match(rest)
             return number is not None and self._numbers.match(number.group(), True)
         if rest[:1] in "tfn":
@@ -575,7 +575,7 @@ class ValueBias:
             bool(self._copy)
             and c.depth >= 2
             and c.at_literal
-            and piece[:1] in "-0123456789"
+            and piece[:1] in _NUMBER_START
             and c.key not in self._percent_keys
             and any(self._numbers.is_free(at) for at in self._percents)
         )

@@ -86,10 +86,12 @@ class _Ahead:
     ended: bool
 
 
-def _log_softmax(logits: Any) -> Any:
+def _log_norm(logits: Any) -> float:
+    """log Σ exp(logits) over the allowed (finite) logits: a token's log-probability is
+    its logit minus this."""
     finite = logits[np.isfinite(logits)]
-    top = finite.max()
-    return logits - (top + np.log(np.exp(finite - top).sum()))
+    top = float(finite.max())
+    return top + math.log(float(np.exp(finite - top).sum()))
 
 
 class _Job:
@@ -530,17 +532,17 @@ class LlamaCpp:
         under the biases, summed); at a temperature above 0, drawn by those likelihoods.
         `token` (the one sampled) stays if the model gives its likeliest first token even
         odds or more, or if no value ends within the look-ahead."""
-        first = _log_softmax(logits)
-        if float(first.max()) >= _SURE:
+        norm = _log_norm(logits)
+        if float(logits.max()) - norm >= _SURE:
             return token  # the model is sure of its first token
         n = logits.shape[0]
         k = min(self._string_choices, n)
         firsts = [int(t) for t in np.argpartition(logits, n - k)[n - k :] if np.isfinite(logits[t])]
         scores = []
         for t in firsts:
-            ahead = self._ahead(job, constrained, bias, t, this_value=True)
+            ahead = self._ahead(job, constrained, bias, t, choice=True)
             if ahead is not None and ahead.ended:
-                scores.append((float(first[t]) + ahead.log_p, t))
+                scores.append((float(logits[t]) - norm + ahead.log_p, t))
         if not scores:
             return token
         temperature = job.request.sampling.temperature
@@ -550,13 +552,13 @@ class LlamaCpp:
         return scores[int(rng.choice(len(scores), p=weights / weights.sum()))][1]
 
     def _ahead(
-        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, this_value: bool = False
+        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, choice: bool = False
     ) -> _Ahead | None:
         """The value from `token` on, decoded greedily (with the biases) on copies of the
-        constraint and the biases, then the KV cache is cut back: to the end of the value in
-        progress (`this_value`), else of the next value in the current object. `None` if
-        the model would end the generation. An abort stops it at once (with what was
-        decoded so far).
+        constraint and the biases, then the KV cache is cut back: to the end of the next
+        value in the current object, or for a `choice`, to the end of the value in progress,
+        with its log-probability. `None` if the model would end the generation. An abort
+        stops it at once (with what was decoded so far).
         """
         n0, depth, ended = self._n_tokens, bias.depth, bias.ended
         ahead, fork = constrained.fork(), bias.fork()
@@ -572,7 +574,7 @@ class LlamaCpp:
                 data = b"".join(self._vocab.piece(t)[1] for t in batch)
                 fork.feed(data)
                 text += data
-                if (fork.ended > ended if this_value else fork.value_ended(depth)) or ahead.done:
+                if (fork.ended > ended if choice else fork.value_ended(depth)) or ahead.done:
                     return _Ahead(text.decode(errors="replace"), log_p, ended=True)
                 if self._n_tokens + len(batch) >= self._n_ctx or job.stopped():
                     break
@@ -584,7 +586,8 @@ class LlamaCpp:
                 sampled = int(np.argmax(step))
                 if self._vocab.is_end(sampled):
                     return None
-                log_p += float(_log_softmax(step)[sampled])
+                if choice:
+                    log_p += float(step[sampled]) - _log_norm(step)
         finally:
             self._cut(n0)
         return _Ahead(text.decode(errors="replace"), log_p, ended=False)
