@@ -52,6 +52,7 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copy-bias", type=float, default=None, help="LlamaCpp's copy_bias (default: its own)")
     ap.add_argument("--close-bias", type=float, default=None, help="LlamaCpp's close_bias (default: its own)")
     ap.add_argument("--no-check-optional", action="store_true", help="LlamaCpp(check_optional=False)")
+    ap.add_argument("--instructions", default="", help="the Agent's instructions (default: none)")
     ap.add_argument("--jsonl", type=Path, default=None, help="write every entry's outcome here")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/quality.md")
     ap.add_argument("--section", default="bfcl", help="the docs/quality.md section to write")
@@ -80,7 +81,10 @@ async def main(argv: list[str] | None = None) -> int:
             for name in configs:
                 base = CONFIGS[name]
                 config = Config(
-                    constrain=base.constrain, tool_choice=base.tool_choice, max_tokens=args.max_tokens
+                    constrain=base.constrain,
+                    tool_choice=base.tool_choice,
+                    max_tokens=args.max_tokens,
+                    instructions=args.instructions,
                 )
                 bar = Progress(len(chosen), f"{category} {config.label}")
                 outcomes = []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
-from aerix.engines._bias import JsonCursor, Spans, ValueBias, mention, said, takes_percent
+from aerix.engines._bias import JsonCursor, Spans, ValueBias, kept_scales, mention, near, said, takes_percent
 
 
 def cursor_after(text: str) -> JsonCursor:
@@ -102,12 +104,22 @@ def test_a_number_next_to_a_unit_is_a_whole_span() -> None:
     assert Spans("a 5km run").match("5", whole=True)
 
 
+def test_a_number_right_after_letters_is_no_span() -> None:
+    spans = Spans("CO2 of case XYZ123, a 12x18 print")
+    assert not spans.match("2", whole=True)  # of CO2
+    assert not spans.match("123", whole=True)  # of XYZ123
+    assert spans.match("XYZ123", whole=True) and spans.match("CO2", whole=True)
+    assert spans.match("12", whole=True) and spans.match("12x18", whole=True)
+    assert not spans.match("18", whole=True)  # of 12x18
+
+
 def test_a_decimal_point_is_not_a_word_boundary() -> None:
-    spans = Spans("a rate of 0.015, then 9.8 m/s^2. Done.")
+    spans = Spans("a rate of 0.015, then 9.8 m/s^2 for 5. Done.")
     assert spans.match("0.015", whole=True) and spans.match("9.8", whole=True)
     assert not spans.match("0", whole=True)  # the start of 0.015, not the number 0
     assert not spans.match("015", whole=False) and not spans.match("8", whole=False)
-    assert spans.match("2", whole=True)  # a full stop after a number ends it
+    assert spans.match("5", whole=True)  # a full stop after a number ends it
+    assert not spans.match("2", whole=True)  # an exponent: s^2
     assert spans.match("Done", whole=True)
 
 
@@ -214,10 +226,13 @@ def test_both_biases_off_change_nothing() -> None:
     assert b.apply(np.zeros(len(PIECES), dtype=np.float32)).tolist() == [0.0] * len(PIECES)
 
 
-def test_each_occurrence_is_copied_once() -> None:
+def test_each_occurrence_is_copied_once_and_a_number_given_once_costs_the_second_time() -> None:
     b = ValueBias("the sides are 4 and 5", copy=1.0, close=0.0, piece=["4", "5", "}"].__getitem__)
     b.feed(b'{"x":4,"y":')
-    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]  # 4 is taken
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-1.0, 1.0, 0.0]  # 4 is taken
+    words = ValueBias("the sides are 4 and 5", copy=1.0, close=0.0, piece=["sides", "4", "}"].__getitem__)
+    words.feed(b'{"a":"sides","b":"')
+    assert words.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]  # strings: no cost
 
 
 def test_a_repeated_value_may_be_copied_as_often_as_the_request_repeats_it() -> None:
@@ -478,21 +493,39 @@ def test_a_field_takes_a_percentage_when_its_name_or_description_says_so(
     assert takes_percent(key, description) is expected
 
 
-def percent_bias(source: str, keys: tuple[str, ...] = ()) -> ValueBias:
-    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, percent_keys=keys)
-    b.feed(b'{"calls":[{"tool":"t","input":{"rate":')
+@pytest.mark.parametrize(
+    ("key", "description", "expected"),
+    [
+        ("rate", "The rate as a percentage.", {-2}),
+        ("revenue", "The revenue in millions of dollars.", {6}),
+        ("population_thousands", "", {3}),
+        ("cap", "Market cap, in billions or trillions.", {9, 12}),
+        ("rate", "Enter as a decimal.", set()),
+        ("population", "The population.", set()),
+    ],
+)
+def test_a_field_keeps_the_scales_its_name_or_description_names(
+    key: str, description: str, expected: set[int]
+) -> None:
+    assert kept_scales(key, description) == expected
+
+
+def percent_bias(source: str, keys: tuple[str, ...] = (), key: str = "rate") -> ValueBias:
+    kept = {k: {-2} for k in keys}
+    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, kept_scales=kept)
+    b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":')
     return b
 
 
 @pytest.mark.parametrize(
     ("source", "text", "fraction"),
     [
-        ("$5000 at 5% for 7 years", "5,", "0.05"),
-        ("a rate of 12.5 percent", "12.5}", "0.125"),
-        ("a rate of 10 %", "10}", "0.1"),
-        ("all of it: 100%", "100}", "1"),
+        ("$5000 at 5% for 7 years", "5,", "0.05,"),
+        ("a rate of 12.5 percent", "12.5}", "0.125}"),
+        ("a rate of 10 %", "10}", "0.1}"),
+        ("all of it: 100%", "100}", "1}"),
         ("$5000 at 5% for 7 years", "7,", None),  # not a percentage
-        ("$5000 at 5% for 7 years", "500,", None),  # no span at all
+        ("$5000 at 5% for 7 years", "500,", None),  # no span at all (and zeros count only for millions)
         ("5% for 5 years", "5,", None),  # which 5? both are free
         ("$5000 at 5% for 7 years", "5", None),  # the value did not end
         ("$5000 at 5% for 7 years", '"5%"', None),  # not a number
@@ -501,20 +534,42 @@ def percent_bias(source: str, keys: tuple[str, ...] = ()) -> ValueBias:
 def test_a_number_given_only_as_a_percentage_is_written_as_its_fraction(
     source: str, text: str, fraction: str | None
 ) -> None:
-    assert percent_bias(source).fraction(text) == fraction
+    assert percent_bias(source).scaled(text) == fraction
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "number"),
+    [
+        ("a population of 213 million on 8.5 million km2", "213,", "213000000,"),
+        ("a population of 213 million on 8.5 million km2", "8.5}", "8500000}"),
+        ("a population of 213 million on 8.5 million km2", "850000000}", "8500000}"),  # zeros of its own
+        ("a population of 213 million on 8.5 million km2", "2130,", "213000000,"),
+        ("a population of 213 million on 8.5 million km2", "213000000,", None),  # written whole already
+        ("a population of 213 million on 8.5 million km2", "21,", None),
+        ("a payout of 50 Million USD", "50,", "50000000,"),
+        ("12 thousand miles a year", "12,", "12000,"),
+        ("a debt of 1.2 billion", "1.2}", "1200000000}"),
+        ("3 trillion stars", "3}", "3000000000000}"),
+        ("8.5 million and 85 thousand", "850,", None),  # which one?
+        ("213 million people in 213 towns", "213,", None),  # which 213? both are free
+        ("a million people", "1,", None),  # no number is given
+    ],
+)
+def test_a_number_given_only_in_millions_is_written_whole(source: str, text: str, number: str | None) -> None:
+    assert percent_bias(source).scaled(text) == number
 
 
 def test_the_percentage_is_taken_once_written_as_a_fraction() -> None:
     b = percent_bias("5% now and 5% later")
-    assert b.fraction("5,") == "0.05"  # every free 5 is a percentage
-    assert b.fraction("5,") == "0.05"
-    assert b.fraction("5,") is None
+    assert b.scaled("5,") == "0.05,"  # every free 5 is a percentage
+    assert b.scaled("5,") == "0.05,"
+    assert b.scaled("5,") is None
     b = percent_bias("5% now, then 6%")
     assert b.starts_number("5")
-    assert b.fraction("5,") == "0.05"
-    assert b.fraction("5,") is None  # taken
+    assert b.scaled("5,") == "0.05,"
+    assert b.scaled("5,") is None  # taken
     assert b.starts_number("6")
-    assert b.fraction("6}") == "0.06"
+    assert b.scaled("6}") == "0.06}"
     assert not b.starts_number("7")  # every percentage is taken
 
 
@@ -523,6 +578,10 @@ def test_a_percentage_is_only_looked_for_where_a_number_field_may_take_it() -> N
     assert b.starts_number("5") and b.starts_number("-")
     assert not b.starts_number('"')  # a string
     assert not percent_bias("at 5%", keys=("rate",)).starts_number("5")  # the field takes 5
+    assert percent_bias("at 5%", keys=("rate",)).scaled("5}") is None
+    kept = percent_bias("at 5% of 2 million", keys=("rate",))
+    assert kept.starts_number("2")  # it takes percentages, not millions
+    assert kept.scaled("5,") is None and kept.scaled("2}") == "2000000}"
     assert not percent_bias("at five").starts_number("5")  # no percentage
     top = ValueBias("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__)
     top.feed(b'{"rate":')
@@ -540,7 +599,7 @@ def test_numbers_written_as_words_are_copied_like_digits() -> None:
     b.feed(b'{"adults":')
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [1.0, 1.0, 1.0, 0.0]
     b.feed(b'2,"children":1,"nights":')
-    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0, 0.0, 1.0, 0.0]  # each copied once
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0, 0.0]  # each copied once
     assert not ValueBias("someone", copy=1.0, close=0.0, piece=str).supports(',"n":1}')  # whole words only
 
 
@@ -559,3 +618,206 @@ def test_a_string_value_starts_in_a_tools_input(text: str, starts: bool) -> None
     b = ValueBias("", copy=0.0, close=0.0, piece=str)
     b.feed(text.encode())
     assert b.starts_string() is starts
+
+
+# -- numbers named for a field -----------------------------------------------------
+
+
+def words_near(source: str, key: str, others: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    mine, theirs = near(source, key, others)
+    word = re.compile(r"\w+")
+    return [word.match(source, at).group() for at in sorted(mine)], [  # type: ignore[union-attr]
+        word.match(source, at).group()
+        for at in sorted(theirs)  # type: ignore[union-attr]
+    ]
+
+
+def test_a_number_is_near_the_field_it_is_named_for() -> None:
+    source = "a person with a weight of 70 kg and a height of 175 cm."
+    assert words_near(source, "weight", ("height",)) == (["a", "of", "70", "kg"], ["a", "of", "175", "cm"])
+    assert words_near(source, "height", ("weight",)) == (["a", "of", "175", "cm"], ["a", "of", "70", "kg"])
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "others", "mine", "theirs"),
+    [
+        (
+            "a 7 days trip with daily budgets up to $100",
+            "days",
+            ("daily_budget",),
+            ["7", "trip"],
+            ["with", "daily", "budgets", "up", "to", "100"],
+        ),
+        ("heated to 100 C", "final_temperature", (), [], []),  # not named
+        ("the area is 5, the depth 3", "area", ("depth",), ["the", "is", "5"], ["the", "3"]),  # one clause
+        ("rate is 5 and years 3", "rate", ("years",), ["is", "5"], ["3"]),  # "and" ends a clause
+        (
+            "start city 1 and end city 2",
+            "start_city",
+            ("end_city",),
+            ["city", "1"],
+            ["city", "2"],
+        ),  # not "city"
+        ("the name and type", "hotel_name", ("room_type",), [], []),  # generic words name nothing
+    ],
+)
+def test_nearness_needs_a_word_of_the_key_in_the_same_clause(
+    source: str, key: str, others: tuple[str, ...], mine: list[str], theirs: list[str]
+) -> None:
+    assert words_near(source, key, others) == (mine, theirs)
+
+
+def test_a_number_named_for_a_field_gets_the_copy_bias_twice_there_and_none_in_a_sibling() -> None:
+    pieces = ["70", "175", "5"]
+    source = "a weight of 70 kg, a height of 175 cm and 5 more"
+    siblings = {"weight": {"weight", "height", "extra"}, "height": {"weight", "height", "extra"}}
+    b = ValueBias(source, copy=2.5, close=0.0, piece=pieces.__getitem__, siblings=siblings)
+    b.feed(b'{"calls":[{"tool":"bmi","input":{"weight":')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [5.0, 0.0, 2.5]
+    b.feed(b'70,"height":')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-2.5, 5.0, 2.5]  # 70 is taken
+    b.feed(b'175,"extra":')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-2.5, -2.5, 2.5]
+    plain = ValueBias(source, copy=2.5, close=0.0, piece=pieces.__getitem__)  # no siblings: no names
+    plain.feed(b'{"calls":[{"tool":"bmi","input":{"weight":')
+    assert plain.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.5, 2.5, 2.5]
+
+
+# -- dates in the format a field asks for ----------------------------------------------
+
+
+def date_bias(source: str, key: str = "date") -> ValueBias:
+    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, date_formats={"date": "%Y-%m-%d"})
+    b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":"')
+    return b
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "written"),
+    [
+        ("the price on March 11, 2022.", 'March 11, 2022"}', "2022-03-11"),
+        ("the price on March 11, 2022.", 'on March 11, 2022"}', "2022-03-11"),  # the date in a span
+        ("the price on March 11, 2022.", '03/11/2022"}', "2022-03-11"),  # the date, as a date
+        ("the price on March 11, 2022.", '2022",', "2022-03-11"),  # a part of it
+        ("the price on March 11, 2022.", '2022-03-11"}', None),  # already in the format
+        ("the price on March 11, 2022.", '2022-03-12"}', None),  # another date
+        ("the price on March 11, 2022.", 'the price"}', None),
+        ("the price on March 11, 2022.", "March 11", "2022-03-11"),  # cut short by the look-ahead
+        ("the price on March 11, 2022.", "2022.03.11T11:00:00Z1:1:1", "2022-03-11"),
+        ("the price on March 11, 2022.", "", None),
+    ],
+)
+def test_a_date_of_the_messages_is_written_in_the_fields_format(
+    source: str, text: str, written: str | None
+) -> None:
+    assert date_bias(source).dated(text) == written
+
+
+def test_each_date_is_written_once_and_only_in_date_fields() -> None:
+    b = date_bias("from July 10, 2022 to July 20, 2022")
+    assert b.starts_date()
+    assert b.dated('July 20, 2022"') == "2022-07-20"
+    assert b.dated('July 20, 2022"') is None  # taken
+    assert b.dated('July 10, 2022"') == "2022-07-10"
+    assert not b.starts_date()  # every date is taken
+    assert not date_bias("from July 10, 2022", key="city").starts_date()
+    assert not date_bias("on July 10").starts_date()  # no whole date
+    b = date_bias("on July 10, 2022")
+    b.feed(b"J")
+    assert not b.starts_date()  # not at the start of the value
+    off = ValueBias(
+        "on July 10, 2022", copy=0.0, close=2.0, piece=PIECES.__getitem__, date_formats={"date": "%Y"}
+    )
+    off.feed(b'{"calls":[{"tool":"t","input":{"date":"')
+    assert not off.starts_date()  # part of the copy bias
+
+
+def test_a_string_field_next_to_number_fields_does_not_copy_a_number() -> None:
+    pieces = ["2", "pounds", "20"]
+    siblings = {"quantity": {"quantity"}, "unit": {"quantity"}}
+    b = ValueBias("2 pounds of butter", copy=2.5, close=0.0, piece=pieces.__getitem__, siblings=siblings)
+    b.feed(b'{"calls":[{"tool":"convert","input":{"unit":"')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 2.5, 0.0]
+    b.feed(b'pounds","quantity":')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.5, 0.0, 0.0]
+    alone = ValueBias("2 pounds of butter", copy=2.5, close=0.0, piece=pieces.__getitem__)  # no number fields
+    alone.feed(b'{"calls":[{"tool":"convert","input":{"unit":"')
+    assert alone.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.5, 2.5, 0.0]
+
+
+def test_the_numbers_of_a_date_written_in_its_format_are_taken_with_it() -> None:
+    pieces = ["10", "2022", "3"]
+    b = ValueBias(
+        "3 nights from July 10, 2022",
+        copy=1.0,
+        close=0.0,
+        piece=pieces.__getitem__,
+        date_formats={"day": "%Y-%m-%d"},
+    )
+    b.feed(b'{"calls":[{"tool":"t","input":{"day":"')
+    assert b.dated('July 10, 2022"') == "2022-07-10"
+    b.feed(b'2022-07-10","nights":')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0]  # not 10 nights
+
+
+# -- optional fields the request names ----------------------------------------------
+
+
+def test_the_cursor_knows_the_keys_written_in_the_innermost_object() -> None:
+    c = cursor_after('{"calls":[{"tool":"t","input":{"origin":"New York","destination":"Bo')
+    assert c.written == ("origin", "destination")
+    c.feed('ston"}')
+    assert c.written == ("tool", "input")  # back in the call
+    assert cursor_after('{"a":[1,').written == ()
+    assert cursor_after("").written == ()
+
+
+TERRAIN = "Find the distance between New York and Boston, accounting for terrain."
+ROUTE = (("origin", "destination", "consider_terrain", "avoid_tolls"), {"origin", "destination"})
+
+
+def terrain_bias(objects: tuple[tuple[tuple[str, ...], set[str]], ...] = (ROUTE,)) -> ValueBias:
+    b = ValueBias(TERRAIN, copy=1.0, close=0.0, piece=str, objects=objects)
+    b.feed(b'{"calls":[{"tool":"distance","input":{"origin":"New York","destination":"Boston')
+    return b
+
+
+def test_an_optional_field_the_request_names_is_offered_before_the_object_closes() -> None:
+    b = terrain_bias()
+    assert b.suggest('"}') == '","consider_terrain":'  # the value's closing quote first
+    assert b.suggest('"}') is None  # offered once
+    b = terrain_bias()
+    b.feed(b'"')
+    assert b.suggest("}}") == ',"consider_terrain":'
+    assert terrain_bias().suggest('",') is None  # not closing: the model adds a field itself
+    assert terrain_bias().suggest("ton") is None
+
+
+def test_no_field_is_offered_that_the_request_does_not_name_or_that_is_written() -> None:
+    assert (
+        terrain_bias(((("origin", "destination", "avoid_tolls"), {"origin", "destination"}),)).suggest('"}')
+        is None
+    )
+    required = (
+        (("origin", "destination", "consider_terrain"), {"origin", "destination", "consider_terrain"}),
+    )
+    assert terrain_bias(required).suggest('"}') is None  # the object cannot close: no such object
+    assert terrain_bias(((("origin", "city"), set()),)).suggest('"}') is None  # another object
+    assert terrain_bias(()).suggest('"}') is None  # no objects given: off
+    b = ValueBias(TERRAIN, copy=1.0, close=0.0, piece=str, objects=(ROUTE,))
+    b.feed(b'{"origin":"New York","destination":"Boston')
+    assert b.suggest('"}') is None  # not in a tool's input
+    negated = ValueBias(
+        "from A to B, not accounting for terrain", copy=1.0, close=0.0, piece=str, objects=(ROUTE,)
+    )
+    negated.feed(b'{"calls":[{"tool":"distance","input":{"origin":"A","destination":"B')
+    assert negated.suggest('"}') is None
+
+
+def test_a_string_of_the_fields_own_name_is_no_value() -> None:
+    b = ValueBias("the method used to discover gravity, monthly", copy=1.0, close=0.0, piece=str)
+    b.feed(b'{"calls":[{"tool":"t","input":{"discovery":"gravity"')
+    assert not b.supports(',"method_used":"method"}')
+    assert not b.supports(',"methodUsed":"Method"}')
+    assert b.supports(',"approach":"method"}')  # another field may take the word
+    assert b.supports(',"method_used":"gravity"}')

