@@ -2,125 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
-from aerix.engines._bias import JsonCursor, Spans, ValueBias, kept_scales, mention, near, said, takes_percent
-
-
-def cursor_after(text: str) -> JsonCursor:
-    c = JsonCursor()
-    c.feed(text)
-    return c
-
-
-@pytest.mark.parametrize(
-    ("text", "value", "number"),
-    [
-        ('{"calls":[{"tool":"weather","input":{"city":"San', "San", False),
-        ('{"calls":[{"tool":"weather","input":{"days":1', "1", True),
-        ('{"a":-0.5', "-0.5", True),
-        ('{"a":"x\\"y', 'x\\"y', False),
-        ('{"a":["one","tw', "tw", False),
-    ],
-)
-def test_the_cursor_knows_the_value_being_written(text: str, value: str, number: bool) -> None:
-    c = cursor_after(text)
-    assert c.value == value
-    assert c.number is number
-    assert c.at_value
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"ca',  # a key
-        '{"calls":[{"tool":"weather","input":{"city":"Boston",',  # before the next key
-        '{"a":"b"}',
-        '{"a":12,"b',
-        '{"a":true',
-    ],
-)
-def test_the_cursor_is_not_in_a_value_in_keys_or_after_one(text: str) -> None:
-    assert cursor_after(text).value is None
-
-
-def test_a_key_or_a_literal_position_is_not_a_value_start() -> None:
-    assert not cursor_after('{"a":1,').at_value  # a key comes next
-    assert cursor_after('{"a":').at_value
-    assert cursor_after('{"a":[1,').at_value  # arrays hold values
-
-
-@pytest.mark.parametrize(
-    ("text", "piece", "expected"),
-    [
-        ('{"city":"San', " Francisco", ("San Francisco", False, False)),
-        ('{"city":"San', '"}', ("San", True, False)),
-        ('{"city":"San', '",', ("San", True, False)),
-        ('{"n":5', "0", ("50", False, True)),
-        ('{"n":5', "}", ("5", True, True)),
-        ('{"n":', "42", ("42", False, True)),
-        ('{"n":', '"Bos', ("Bos", False, False)),
-        ('{"n":', '"a"', ("a", True, False)),
-        ('{"n":', "true", None),
-        ('{"', "city", None),
-    ],
-)
-def test_a_candidate_token_writes_a_value(
-    text: str, piece: str, expected: tuple[str, bool, bool] | None
-) -> None:
-    assert cursor_after(text).candidate(piece) == expected
-
+from aerix.engines._bias import ValueBias
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
-
-
-@pytest.mark.parametrize(
-    ("value", "whole", "expected"),
-    [
-        ("San", False, True),
-        ("San", True, True),
-        ("San Fran", False, True),
-        ("San Fran", True, False),  # ends inside a word
-        ("an", False, False),  # starts inside a word
-        ("5", True, True),
-        ("500", False, True),
-        ("500", True, False),  # inside the number 5000
-        ("5000", True, True),
-        ("km", True, True),
-        ("Boston", False, False),
-        ("", False, False),
-        (" San", False, False),  # a value does not start or end with a blank
-        ("San ", True, False),
-    ],
-)
-def test_spans_start_and_end_at_word_boundaries(value: str, whole: bool, expected: bool) -> None:
-    assert Spans(SOURCE).match(value, whole) is expected
-
-
-def test_a_number_next_to_a_unit_is_a_whole_span() -> None:
-    assert Spans("a 5km run").match("5", whole=True)
-
-
-def test_a_number_right_after_letters_is_no_span() -> None:
-    spans = Spans("CO2 of case XYZ123, a 12x18 print")
-    assert not spans.match("2", whole=True)  # of CO2
-    assert not spans.match("123", whole=True)  # of XYZ123
-    assert spans.match("XYZ123", whole=True) and spans.match("CO2", whole=True)
-    assert spans.match("12", whole=True) and spans.match("12x18", whole=True)
-    assert not spans.match("18", whole=True)  # of 12x18
-
-
-def test_a_decimal_point_is_not_a_word_boundary() -> None:
-    spans = Spans("a rate of 0.015, then 9.8 m/s^2 for 5. Done.")
-    assert spans.match("0.015", whole=True) and spans.match("9.8", whole=True)
-    assert not spans.match("0", whole=True)  # the start of 0.015, not the number 0
-    assert not spans.match("015", whole=False) and not spans.match("8", whole=False)
-    assert spans.match("5", whole=True)  # a full stop after a number ends it
-    assert not spans.match("2", whole=True)  # an exponent: s^2
-    assert spans.match("Done", whole=True)
 
 
 PIECES = ['{"city":"', "San", "Bos", " Francisco", " Fr", '"}', "ton", "1", "5", "}", "0"]
@@ -172,25 +59,6 @@ def test_the_bias_follows_split_utf8_characters() -> None:
     assert out.tolist() == [-1.0, -1.0, 1.0, -1.0]  # on to "Zürich"; leaving the span costs
 
 
-@pytest.mark.parametrize(
-    ("text", "closable"),
-    [
-        ('{"city":"Boston"', True),
-        ('{"n":5', True),  # a number in progress may end with the object
-        ('{"ok":true', True),
-        ('{"calls":[{"tool":"t","input":{"a":1}', True),  # after a nested object
-        ('{"calls":[{"tool":"t","input":{"a":1}}]', True),  # after an array
-        ('{"calls":[{"tool":"t","input":{"a":1}}', False),  # in the array
-        ('{"city":"Bos', False),  # inside a string
-        ('{"city":', False),
-        ('{"a":[1', False),  # in an array
-        ('{"a":1,', False),
-    ],
-)
-def test_the_cursor_knows_when_an_object_may_close(text: str, closable: bool) -> None:
-    assert cursor_after(text).may_close is closable
-
-
 def test_the_close_bias_nudges_closing_tokens_after_a_value() -> None:
     pieces = ["}", ',"', "}}", "5}", "0", '"']
     b = ValueBias("", copy=0.0, close=3.0, piece=pieces.__getitem__)
@@ -235,14 +103,6 @@ def test_each_occurrence_is_copied_once_and_a_number_given_once_costs_the_second
     assert words.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]  # strings: no cost
 
 
-def test_a_repeated_value_may_be_copied_as_often_as_the_request_repeats_it() -> None:
-    spans = Spans("from 4 to 4")
-    spans.use("4")
-    assert spans.match("4", whole=True)
-    spans.use("4")
-    assert not spans.match("4", whole=True)
-
-
 def test_a_string_value_takes_its_occurrence_too() -> None:
     b = ValueBias("Lisbon or Porto", copy=1.0, close=0.0, piece=["Lisbon", "Porto"].__getitem__)
     b.feed(b'{"a":"Lisbon","b":"')
@@ -275,32 +135,6 @@ def test_leaving_a_span_under_way_costs_what_copying_gains() -> None:
 
 
 # -- flags the request mentions, and optional fields it does not give ---------
-
-
-@pytest.mark.parametrize(
-    ("key", "source", "expected"),
-    [
-        ("include_precipitation", "the next 72 hours including the precipitation?", 1),
-        ("avoid_tolls", "the fastest route with toll roads avoided", 1),  # a stem: "toll"
-        ("withVerdict", "the lawsuit in Los Angeles court with verdict", 1),  # camelCase
-        ("full_text", "Find case 123456 in Texas. Don't return full text", -1),
-        ("full_text", "no doubt, return the full text", 1),  # a negation more than three words back
-        ("extra_info", "Give me a brief on movie 'Interstellar'", 0),
-        ("include_with", "include it, with everything", 0),  # only words about what, not how
-        ("is_ok", "it is ok", 0),  # words under three letters
-    ],
-)
-def test_a_flag_is_mentioned_when_a_word_of_its_name_is(key: str, source: str, expected: int) -> None:
-    assert mention(key, source) == expected
-
-
-def test_the_cursor_keeps_the_latest_key() -> None:
-    c = cursor_after('{"calls":[{"tool":"route","input":{"avoid_tolls":')
-    assert c.key == "avoid_tolls"
-    assert c.at_literal
-    assert not cursor_after('{"a":1').at_literal
-    assert not cursor_after('{"a":"').at_literal
-    assert not cursor_after('{"a":[').at_literal  # an array item, not a field
 
 
 FLAGS = ['{"', "true", "tr", "false", "f", "ton", "1", "}"]
@@ -445,24 +279,6 @@ def test_the_closer_writes_what_the_token_it_replaces_adds_to_the_value() -> Non
     assert b.closer(logits, '",') == 0
 
 
-@pytest.mark.parametrize(
-    ("value", "source", "expected"),
-    [
-        ("detailed", "the punishments for theft in California in detail.", True),  # by its stem
-        ("historical records", "the earliest reference from historical record?", True),
-        ("Pediatrics", "a hospital with a pediatrics department", True),
-        ("New York", "in new york city", True),
-        ("km", "50 kilometers in 2 hours", False),  # a short word must be there whole
-        ("cm", "a radius of 4 inches", False),
-        ("Homo sapiens", "the mutation type of rs6034464", False),
-        ("24h", "in 24 hour format", False),
-        ("", "anything", False),
-    ],
-)
-def test_a_value_is_said_when_each_of_its_words_is(value: str, source: str, expected: bool) -> None:
-    assert said(value, source) is expected
-
-
 def test_an_optional_value_the_request_says_in_other_words_is_supported() -> None:
     b = ValueBias(
         "Air quality in San Jose for the next three days, in detail.", copy=1.0, close=1.0, piece=str
@@ -472,42 +288,6 @@ def test_an_optional_value_the_request_says_in_other_words_is_supported() -> Non
     assert not b.supports(',"days":4}')
     assert b.supports(',"level":"detailed"}')
     assert not b.supports(',"level":"basic"}')
-
-
-@pytest.mark.parametrize(
-    ("key", "description", "expected"),
-    [
-        ("annual_rate", "The interest rate for a year as a percentage.", True),
-        ("discount_pct", "", True),
-        ("discountPercent", "", True),
-        ("tax", "The tax rate, in per cent.", True),
-        ("rate", "The annual interest rate. Enter as a decimal. E.g, 5% is 0.05", False),
-        ("rate", "The rate as a fraction, not a percentage.", False),
-        ("annual_interest_rate", "The annual interest rate.", False),
-        ("rate", "", False),
-    ],
-)
-def test_a_field_takes_a_percentage_when_its_name_or_description_says_so(
-    key: str, description: str, expected: bool
-) -> None:
-    assert takes_percent(key, description) is expected
-
-
-@pytest.mark.parametrize(
-    ("key", "description", "expected"),
-    [
-        ("rate", "The rate as a percentage.", {-2}),
-        ("revenue", "The revenue in millions of dollars.", {6}),
-        ("population_thousands", "", {3}),
-        ("cap", "Market cap, in billions or trillions.", {9, 12}),
-        ("rate", "Enter as a decimal.", set()),
-        ("population", "The population.", set()),
-    ],
-)
-def test_a_field_keeps_the_scales_its_name_or_description_names(
-    key: str, description: str, expected: set[int]
-) -> None:
-    assert kept_scales(key, description) == expected
 
 
 def percent_bias(source: str, keys: tuple[str, ...] = (), key: str = "rate") -> ValueBias:
@@ -623,50 +403,6 @@ def test_a_string_value_starts_in_a_tools_input(text: str, starts: bool) -> None
 # -- numbers named for a field -----------------------------------------------------
 
 
-def words_near(source: str, key: str, others: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    mine, theirs = near(source, key, others)
-    word = re.compile(r"\w+")
-    return [word.match(source, at).group() for at in sorted(mine)], [  # type: ignore[union-attr]
-        word.match(source, at).group()
-        for at in sorted(theirs)  # type: ignore[union-attr]
-    ]
-
-
-def test_a_number_is_near_the_field_it_is_named_for() -> None:
-    source = "a person with a weight of 70 kg and a height of 175 cm."
-    assert words_near(source, "weight", ("height",)) == (["a", "of", "70", "kg"], ["a", "of", "175", "cm"])
-    assert words_near(source, "height", ("weight",)) == (["a", "of", "175", "cm"], ["a", "of", "70", "kg"])
-
-
-@pytest.mark.parametrize(
-    ("source", "key", "others", "mine", "theirs"),
-    [
-        (
-            "a 7 days trip with daily budgets up to $100",
-            "days",
-            ("daily_budget",),
-            ["7", "trip"],
-            ["with", "daily", "budgets", "up", "to", "100"],
-        ),
-        ("heated to 100 C", "final_temperature", (), [], []),  # not named
-        ("the area is 5, the depth 3", "area", ("depth",), ["the", "is", "5"], ["the", "3"]),  # one clause
-        ("rate is 5 and years 3", "rate", ("years",), ["is", "5"], ["3"]),  # "and" ends a clause
-        (
-            "start city 1 and end city 2",
-            "start_city",
-            ("end_city",),
-            ["city", "1"],
-            ["city", "2"],
-        ),  # not "city"
-        ("the name and type", "hotel_name", ("room_type",), [], []),  # generic words name nothing
-    ],
-)
-def test_nearness_needs_a_word_of_the_key_in_the_same_clause(
-    source: str, key: str, others: tuple[str, ...], mine: list[str], theirs: list[str]
-) -> None:
-    assert words_near(source, key, others) == (mine, theirs)
-
-
 def test_a_number_named_for_a_field_gets_the_copy_bias_twice_there_and_none_in_a_sibling() -> None:
     pieces = ["70", "175", "5"]
     source = "a weight of 70 kg, a height of 175 cm and 5 more"
@@ -761,15 +497,6 @@ def test_the_numbers_of_a_date_written_in_its_format_are_taken_with_it() -> None
 
 
 # -- optional fields the request names ----------------------------------------------
-
-
-def test_the_cursor_knows_the_keys_written_in_the_innermost_object() -> None:
-    c = cursor_after('{"calls":[{"tool":"t","input":{"origin":"New York","destination":"Bo')
-    assert c.written == ("origin", "destination")
-    c.feed('ston"}')
-    assert c.written == ("tool", "input")  # back in the call
-    assert cursor_after('{"a":[1,').written == ()
-    assert cursor_after("").written == ()
 
 
 TERRAIN = "Find the distance between New York and Boston, accounting for terrain."

@@ -22,7 +22,7 @@ import llama_cpp
 from aerix.abort import AbortController, AbortSignal
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
-from aerix.engines.llamacpp import FIT_THRESHOLD, _fields, _keys, _number_siblings
+from aerix.engines.llamacpp import FIT_THRESHOLD
 from aerix.errors import AerixError
 from aerix.model import ChatMessage, Delta, GenerateOptions, Model, ToolFit
 
@@ -713,63 +713,3 @@ def test_n_threads_also_sets_the_prefill_threads(tiny_gguf: Path) -> None:
         assert engine._llama.n_threads_batch == 2
     finally:
         engine.close()
-
-
-def test_the_fields_of_a_schema_are_found_by_type_at_any_depth() -> None:
-    schema = {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "calls": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "input": {
-                                    "type": "object",
-                                    "properties": {
-                                        "rate": {"type": "number", "description": "As a percentage."},
-                                        "years": {"type": "integer"},
-                                        "name": {"type": "string", "description": "percent"},
-                                        "odd": {"type": "number", "description": 5},
-                                    },
-                                },
-                                "other": {
-                                    "type": "object",
-                                    "properties": {"n": {"type": "integer"}, "day": {"type": "string"}},
-                                },
-                            },
-                        },
-                    }
-                },
-            },
-            {"type": "object", "properties": {"final": {"type": "string"}}},
-        ]
-    }
-    numbers = ("number", "integer")
-    assert sorted(_fields(schema, numbers)) == [
-        ("n", ""),
-        ("odd", ""),
-        ("rate", "As a percentage."),
-        ("years", ""),
-    ]
-    assert sorted(_fields(schema, ("string",))) == [("day", ""), ("final", ""), ("name", "percent")]
-    assert list(_fields({"properties": None}, numbers)) == []
-    siblings = _number_siblings(schema)  # the number fields of the same object only
-    numbers = {"rate", "years", "odd"}
-    assert siblings == {
-        "rate": numbers,
-        "years": numbers,
-        "odd": numbers,
-        "name": numbers,
-        "n": {"n"},
-        "day": {"n"},
-    }
-
-    assert _keys(schema)[2:] == [
-        (["rate", "years", "name", "odd"], set()),
-        (["n", "day"], set()),
-        (["final"], set()),
-    ]
-    assert _keys({"properties": {"a": {}, "b": {}}, "required": ["a"]}) == [(["a", "b"], {"a"})]

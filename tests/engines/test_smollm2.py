@@ -326,7 +326,7 @@ async def test_a_number_named_for_a_field_goes_to_that_field(monkeypatch: pytest
     try:
         assert await bmi(engine) == {"weight": 70, "height": 175}
         # The trap: with the copy bias but no names, the model swaps them.
-        monkeypatch.setattr(llamacpp, "_number_siblings", lambda schema: {})
+        monkeypatch.setattr(llamacpp, "number_siblings", lambda schema: {})
         assert await bmi(engine) == {"weight": 175, "height": 70}
     finally:
         engine.close()

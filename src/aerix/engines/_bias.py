@@ -48,508 +48,37 @@ import codecs
 import copy
 import json
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from decimal import Decimal
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from ._dates import find_dates
+from ._json_cursor import NUMBER_CHARS, NUMBER_START, JsonCursor
+from ._spans import (
+    Spans,
+    mention,
+    named,
+    near,
+    number_text,
+    own_name,
+    said,
+    same_digits,
+    scaled_number,
+    scales,
+)
 
-__all__ = ["JsonCursor", "Spans", "ValueBias", "kept_scales", "near", "takes_percent"]
+__all__ = ["ValueBias"]
 
 Logits = npt.NDArray[np.float32]
 
-_NUMBER_CHARS = "0123456789.eE+-"
-_NUMBER = frozenset(_NUMBER_CHARS)
-_NUMBER_START = "-0123456789"
-"""The characters a JSON number starts with."""
-_DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-"""A thousands separator: a comma between a digit and exactly three digits."""
+_NUMBER = frozenset(NUMBER_CHARS)
 _CANDIDATES = 32
 """How many of the likeliest allowed tokens are looked at per step."""
 _FIELD = re.compile(r',"((?:[^"\\]|\\.)*)":')
 """The start of another field in compact JSON: `,"key":`."""
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
-_WORD = re.compile(r"[a-z]+|[A-Z][a-z]*")
-_FLAG_WORDS = frozenset(
-    {
-        "include",
-        "includes",
-        "with",
-        "use",
-        "show",
-        "enable",
-        "allow",
-        "return",
-        "only",
-        "get",
-        "has",
-        "is",
-        "want",
-        "need",
-    }
-)
-"""Words of a flag's name that say what it does, not what it is about (`include_`, `with_`)."""
-_KEY_NOUNS = frozenset({"name", "type", "value", "values", "number", "num", "info", "data", "level"})
-"""Words of a field's name that say what kind of value it is, not which one (`hotel_name`)."""
-_AFTER = 3
-"""How many words after a mention of a field's name a value of that field may start."""
-_BEFORE = 1
-"""How many words before a mention of a field's name a value of that field may start."""
-_CLAUSE_BREAK = re.compile(r"[,.;:!?()\n]")
-_CONJUNCTIONS = frozenset({"and", "or", "but"})
-_SOURCE_WORD = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|without|don't|dont|do not|doesn't|exclude|excluding)\W+(?:\w+\W+){0,2}$"
-)
-"""A negation up to three words before a mention."""
-
-
-_NUMBER_WORDS = {
-    w: str(n)
-    for n, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-} | {"twice": "2", "thrice": "3"}
-_VALUE_WORD = re.compile(r"[^\W_]+")
-_SPELLED = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
-"""A number written as a word ("two"), from zero to twenty, or as "twice" or "thrice"."""
-_SCALED = re.compile(
-    r"(?<![\w.])-?\d+(?:\.\d+)?(?=\s?(%|percent\b|per cent\b|thousand\b|million\b|billion\b|trillion\b))",
-    re.IGNORECASE,
-)
-"""A number the messages give with a scale: "5%", "2.5 percent", "213 million"."""
-_EXPONENTS = {
-    "%": -2,
-    "percent": -2,
-    "per cent": -2,
-    "thousand": 3,
-    "million": 6,
-    "billion": 9,
-    "trillion": 12,
-}
-"""The power of ten each scale means."""
-_PERCENT_FIELD = re.compile(r"percent|\bpct\b|per cent")
-_FRACTION_FIELD = re.compile(r"decimal|fraction")
-_SCALE_FIELD = re.compile(r"thousand|million|billion|trillion")
-
-
-def takes_percent(key: str, description: str = "") -> bool:
-    """Whether a number field takes a percentage as written (5 for "5%"), by its name or
-    description ("discount_pct", "as a percentage"), rather than the fraction it means."""
-    text = f"{key.replace('_', ' ')} {description}".lower()
-    return bool(_PERCENT_FIELD.search(text)) and not _FRACTION_FIELD.search(description.lower())
-
-
-def kept_scales(key: str, description: str = "") -> frozenset[int]:
-    """The scales, as powers of ten, in which a number field takes numbers as written:
-    -2 if it takes percentages (`takes_percent`), 6 if its name or description says
-    millions ("revenue in millions"), and so on for thousands, billions and trillions."""
-    text = f"{key.replace('_', ' ')} {description}".lower()
-    kept = {_EXPONENTS[m.group()] for m in _SCALE_FIELD.finditer(text)}
-    return frozenset(kept | ({-2} if takes_percent(key, description) else set()))
-
-
-def _scaled(number: str, exponent: int) -> str:
-    """The number a scaled one means, as JSON: "5" at -2 → "0.05", "8.5" at 6 → "8500000"."""
-    return format(Decimal(number).scaleb(exponent).normalize(), "f")
-
-
-def _stem(word: str) -> str:
-    """A word's first letters, all but two and at least four (the whole word if shorter)."""
-    return word[: max(4, len(word) - 2)]
-
-
-def said(value: str, source: str) -> bool:
-    """Whether `source` says every word of `value`: a short word (under four characters)
-    as a whole word, a longer one by its stem ("detailed" for "in detail")."""
-    words = _VALUE_WORD.findall(value.lower())
-    source = source.lower()
-    return bool(words) and all(
-        re.search(rf"\b{re.escape(w)}\b" if len(w) < 4 else rf"\b{re.escape(_stem(w))}", source)
-        for w in words
-    )
-
-
-def mention(key: str, source: str, generic: Collection[str] = _FLAG_WORDS) -> int:
-    """Whether `source` mentions what the flag `key` is about: 1, negated: -1, not at all: 0.
-
-    A word of the key (`include_tolls`: "tolls") is mentioned where a word of
-    `source` starts with its stem (its first letters, all but two, at least four).
-    """
-    source = source.lower()
-    found = 0
-    for word in {w.lower() for w in _WORD.findall(key)} - set(generic):
-        if len(word) < 3:
-            continue
-        for hit in re.finditer(rf"\b{re.escape(_stem(word))}", source):
-            if _NEGATION.search(source[: hit.start()]):
-                return -1
-            found = 1
-    return found
-
-
-def _key_words(key: str) -> set[str]:
-    """The words of a field's name that a mention of it is found by (`daily_budget`: "daily",
-    "budget"); none of `_KEY_NOUNS` or `_FLAG_WORDS`, none under three letters."""
-    return {w.lower() for w in _WORD.findall(key) if len(w) >= 3} - _KEY_NOUNS - _FLAG_WORDS
-
-
-def near(source: str, key: str, others: Collection[str]) -> tuple[frozenset[int], frozenset[int]]:
-    """Where values of field `key` likely start in `source`, by where it names the fields.
-
-    A field is named where a word of `source` starts with the stem of a word
-    of its key that no sibling's key has ("weight of 70 kg": `weight`; "a 7
-    days trip": `days`; "end city 2": `end_city`, not `start_city`). The
-    `_AFTER` words after a name and the `_BEFORE` words before it are near
-    that field, within one clause (no punctuation or "and" between), and
-    belong to the nearest one among `key` and its siblings `others`.
-    Returns the start offsets of the words nearest `key` (or tied), and of
-    those nearer another field.
-    """
-    words = [(m.start(), m.group().lower()) for m in _SOURCE_WORD.finditer(source)]
-    breaks = [0] * len(words)  # clause breaks before each word
-    for i in range(1, len(words)):
-        gap = source[words[i - 1][0] + len(words[i - 1][1]) : words[i][0]]
-        breaks[i] = breaks[i - 1] + bool(_CLAUSE_BREAK.search(gap) or words[i][1] in _CONJUNCTIONS)
-    far = _AFTER + _BEFORE + 1
-    fields = {key, *others}
-    named = {k: _key_words(k) for k in fields}
-
-    def distances(k: str) -> list[int]:
-        shared = set().union(*(named[o] for o in fields - {k}))
-        stems = [_stem(w) for w in named[k] - shared]
-        out = [far] * len(words)
-        for j in [j for j, (_, w) in enumerate(words) if any(w.startswith(st) for st in stems)]:
-            for i in range(max(0, j - _BEFORE), min(len(words), j + _AFTER + 1)):
-                if i != j and breaks[i] == breaks[j] and words[i][1] not in _CONJUNCTIONS:
-                    out[i] = min(out[i], abs(i - j))
-        return out
-
-    own = distances(key)
-    rival = [far] * len(words)
-    for other in set(others) - {key}:
-        rival = [min(a, b) for a, b in zip(rival, distances(other), strict=True)]
-    mine = frozenset(at for (at, _), d, r in zip(words, own, rival, strict=True) if d < far and d <= r)
-    theirs = frozenset(at for (at, _), d, r in zip(words, own, rival, strict=True) if r < d)
-    return mine, theirs
-
-
-def _same_digits(written: str, given: str) -> bool:
-    """Whether a written number is a given one at another power of ten: the same digits
-    but for zeros at either end ("850000000" and "8.5"); an integer written, a number given."""
-
-    def digits(n: str) -> str:
-        return n.lstrip("-").replace(".", "").strip("0")
-
-    return written.lstrip("-").isdigit() and bool(digits(given)) and digits(written) == digits(given)
-
-
-class JsonCursor:
-    """Where a stream of compact JSON text is: in a string value, a number, after a value.
-
-    Tracks only what the biases need. Keys are told from string values by
-    their place (after `{` or `,` in an object).
-
-    Args:
-        on_value: Called with the raw text of each string or number value once it
-            ends, and whether it is a number.
-    """
-
-    def __init__(self, on_value: Callable[[str, bool], object] | None = None) -> None:
-        self._on_value = on_value
-        self._stack: list[str] = []
-        self._expect_key = False
-        self._in_string = False
-        self._in_key = False
-        self._escaped = False
-        self.value: str | None = None
-        """The raw characters of the string or number value being written, else `None`."""
-        self.number = False
-        """Whether `value` is a number (else a string, when `value` is set)."""
-        self.after_value = False
-        """Whether a value (or a literal, or a nested object or array) has just ended."""
-        self.key = ""
-        """The raw text of the latest key (of the value being written, once past its colon)."""
-        self._keys: list[list[str]] = []
-        """The keys written so far in each open object (and an empty list for each array)."""
-
-    def feed(self, text: str) -> None:
-        """Advance over generated text."""
-        for c in text:
-            self._step(c)
-
-    def _step(self, c: str) -> None:
-        if self._in_string:
-            if self._escaped:
-                self._escaped = False
-            elif c == "\\":
-                self._escaped = True
-            elif c == '"':
-                if self.value is not None and self._on_value is not None:
-                    self._on_value(self.value, False)
-                if self._in_key and self._keys:
-                    self._keys[-1].append(self.key)
-                self._in_string, self.value, self.after_value = False, None, not self._in_key
-                return
-            if self.value is not None:
-                self.value += c
-            elif self._in_key:
-                self.key += c
-            return
-        if self.number:
-            if c in _NUMBER:
-                self.value = (self.value or "") + c
-                return
-            if self.value is not None and self._on_value is not None:
-                self._on_value(self.value, True)
-            self.number, self.value = False, None
-        self.after_value = False
-        if c == '"':
-            self._in_string = True
-            self._in_key = self._expect_key and self.in_object
-            self.value = None if self._in_key else ""
-            if self._in_key:
-                self.key = ""
-        elif c in _NUMBER_START:
-            self.number, self.value = True, c
-        elif c in "{[":
-            self._stack.append(c)
-            self._keys.append([])
-            self._expect_key = c == "{"
-        elif c in "}]":
-            if self._stack:
-                self._stack.pop()
-                self._keys.pop()
-            self._expect_key, self.after_value = False, True
-        elif c == ",":
-            self._expect_key = self.in_object
-        elif c == ":":
-            self._expect_key = False
-        elif c.isalpha():  # true, false, null
-            self.after_value = True
-
-    def copy(self, on_value: Callable[[str, bool], object] | None) -> JsonCursor:
-        """An independent copy of this cursor, reporting values to `on_value`."""
-        other = JsonCursor(on_value)
-        other._stack = list(self._stack)
-        other._expect_key, other._in_string, other._in_key = self._expect_key, self._in_string, self._in_key
-        other._escaped, other.value, other.number = self._escaped, self.value, self.number
-        other.after_value, other.key = self.after_value, self.key
-        other._keys = [list(keys) for keys in self._keys]
-        return other
-
-    @property
-    def written(self) -> tuple[str, ...]:
-        """The keys written so far in the innermost open object."""
-        return tuple(self._keys[-1]) if self._keys else ()
-
-    @property
-    def depth(self) -> int:
-        """How many objects and arrays are open."""
-        return len(self._stack)
-
-    @property
-    def in_object(self) -> bool:
-        """Whether the innermost open container is an object."""
-        return self._stack[-1:] == ["{"]
-
-    @property
-    def at_value(self) -> bool:
-        """Whether the next token may start or continue a string or number value."""
-        return self.value is not None or (not self._in_string and not self._expect_key)
-
-    @property
-    def at_literal(self) -> bool:
-        """Whether the next token may start a field's value that is a literal (`true`)."""
-        return (
-            self.value is None
-            and not self._in_string
-            and not self._expect_key
-            and self.in_object
-            and not self.after_value
-        )
-
-    @property
-    def may_close(self) -> bool:
-        """Whether the next token may close the innermost object right after a value."""
-        return self.in_object and (self.after_value or self.number)
-
-    def candidate(self, piece: str) -> tuple[str, bool, bool] | None:
-        """The value a token would write, whether it would end it, and whether it is a number.
-
-        `None` if the token writes no value.
-        """
-        if self.value is not None and self._in_string:
-            return _string(self.value, piece)
-        if self.value is not None:
-            return _number(self.value, piece)
-        if self._in_string or self._expect_key or not piece:
-            return None
-        if piece[0] == '"':
-            return _string("", piece[1:])
-        if piece[0] in _NUMBER_START:
-            return _number("", piece)
-        return None
-
-    @property
-    def in_string_value(self) -> bool:
-        """Whether a string value (not a key) is being written."""
-        return self._in_string and self.value is not None
-
-    def split(self, piece: str) -> tuple[str, str] | None:
-        """A token's text split where the value in progress ends: what it adds to the
-        value (with a string's closing quote) and what comes after. `None` if the value
-        goes on past the token; `("", piece)` if no value is in progress."""
-        if self.number:
-            rest = piece.lstrip(_NUMBER_CHARS)
-            return (piece[: len(piece) - len(rest)], rest) if rest else None
-        if self.in_string_value:
-            i = _closing_quote(piece, self._escaped)
-            return None if i < 0 else (piece[: i + 1], piece[i + 1 :])
-        return "", piece
-
-    def rest(self, piece: str) -> str | None:
-        """What a token writes after the value in progress ends; `None` if the value goes on."""
-        parts = self.split(piece)
-        return None if parts is None else parts[1]
-
-    def closes(self, piece: str) -> bool:
-        """Whether a token closes the innermost object (after ending a value in progress)."""
-        rest = self.rest(piece)
-        return rest is not None and rest.startswith("}")
-
-
-def _closing_quote(piece: str, escaped: bool = False) -> int:
-    """Where the first unescaped `"` of a piece of a JSON string is; -1 if none."""
-    for i, c in enumerate(piece):
-        if escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c == '"':
-            return i
-    return -1
-
-
-def _string(value: str, piece: str) -> tuple[str, bool, bool]:
-    i = _closing_quote(piece)
-    return (value + piece, False, False) if i < 0 else (value + piece[:i], True, False)
-
-
-def _number(value: str, piece: str) -> tuple[str, bool, bool] | None:
-    end = next((i for i, c in enumerate(piece) if c not in _NUMBER), -1)
-    if end < 0:
-        return value + piece, False, True
-    return (value + piece[:end], True, True) if piece[end] in ",}]" else None
-
-
-def _kind(c: str) -> str:
-    return "a" if c.isalpha() else "0" if c.isdigit() else c
-
-
-class Spans:
-    """Which texts are spans of a source text: starting (and ending) at word boundaries.
-
-    An occurrence taken by `use` is not matched again.
-    """
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self._used: set[int] = set()
-        self._points = frozenset(m.start() for m in _DECIMAL_POINT.finditer(source))
-        """Where the source has a decimal point between two digits."""
-
-    def copy(self) -> Spans:
-        """An independent copy (the occurrences taken so far stay taken)."""
-        other = copy.copy(self)
-        other._used = set(self._used)
-        return other
-
-    def use(self, value: str) -> None:
-        """Take the first free occurrence of `value` as a whole span: it is not offered again."""
-        i = self._find(value, whole=True)
-        if i >= 0:
-            self._used.add(i)
-
-    def _boundary(self, i: int) -> bool:
-        s = self.source
-        if i <= 0 or i >= len(s):
-            return True
-        a, b = _kind(s[i - 1]), _kind(s[i])
-        if i in self._points or i - 1 in self._points:
-            return False  # inside a decimal number: "0" is no span of "0.015"
-        if b == "0" and (a == "a" or s[i - 1] == "^"):
-            return False  # "2" of "CO2" or of "m/s^2" is no number the user gave
-        return not (a == b and a in "a0")
-
-    def match(self, value: str, whole: bool) -> bool:
-        """Whether `value` starts a span of the source (`whole`: is one).
-
-        A span starts with a letter, a digit or a minus sign, and does not end with a blank.
-        """
-        if not value or not (value[0].isalnum() or value[0] == "-") or (whole and value[-1].isspace()):
-            return False
-        return self._find(value, whole) >= 0
-
-    def where(self, value: str, whole: bool) -> list[int]:
-        """Where `value` starts a free span of the source (`whole`: is one)."""
-        return list(self._occurrences(value, whole))
-
-    def free(self, value: str) -> list[int]:
-        """Where `value` is a free whole span of the source."""
-        return list(self._occurrences(value, whole=True))
-
-    def taken(self, value: str, whole: bool) -> bool:
-        """Whether `value` starts a span of the source (`whole`: is one) that a value has taken."""
-        return next(self._occurrences(value, whole, taken=True), -1) >= 0
-
-    def is_free(self, at: int) -> bool:
-        """Whether the occurrence at `at` has not been taken."""
-        return at not in self._used
-
-    def take(self, at: int) -> None:
-        """Take the occurrence at `at`: it is not offered again."""
-        self._used.add(at)
-
-    def _find(self, value: str, whole: bool) -> int:
-        return next(self._occurrences(value, whole), -1)
-
-    def _occurrences(self, value: str, whole: bool, taken: bool = False) -> Iterator[int]:
-        s, i = self.source, self.source.find(value)
-        while i >= 0:
-            if (
-                (i in self._used) is taken
-                and self._boundary(i)
-                and (not whole or self._boundary(i + len(value)))
-            ):
-                yield i
-            i = s.find(value, i + 1)
 
 
 class ValueBias:
@@ -590,14 +119,11 @@ class ValueBias:
         objects: Sequence[tuple[Sequence[str], Collection[str]]] = (),
     ) -> None:
         self._text = Spans(source)
-        # "$2,000,000" is the number 2000000, "two nights" the number 2.
-        numbers = _SPELLED.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _THOUSANDS.sub("", source))
-        self._scales = {
-            m.start(): (m.group(), _EXPONENTS[m.group(1).lower()]) for m in _SCALED.finditer(numbers)
-        }
+        numbers = number_text(source)
+        self._scales = scales(numbers)
         """Where the numbers the messages give with a scale start: the number, and its power of ten."""
         # "213 million" is also the span 213000000, for a model that writes it whole.
-        whole = [_scaled(*given) for given in self._scales.values()]
+        whole = [scaled_number(*given) for given in self._scales.values()]
         self._numbers = Spans("\n".join([numbers, *(w for w in whole if "." not in w)]))
         self._kept = {key: frozenset(kept) for key, kept in (kept_scales or {}).items()}
         self._copy = np.float32(copy)
@@ -709,11 +235,10 @@ class ValueBias:
             if string is None:
                 return False
             value = string.group(1)
-            words = {w.lower() for w in _VALUE_WORD.findall(value)}
-            if words and words <= {w.lower() for w in _WORD.findall(field.group(1))}:
-                return False  # the field's own name ("method_used": "method") is no value
+            if own_name(value, field.group(1)):
+                return False  # "method_used": "method" is no value
             return self._text.match(value, True) or said(value, self._text.source)
-        if rest[:1] in _NUMBER_START:
+        if rest[:1] in NUMBER_START:
             number = _NUMBER_VALUE.match(rest)
             return number is not None and self._numbers.match(number.group(), True)
         if rest[:1] in "tfn":
@@ -730,7 +255,7 @@ class ValueBias:
             bool(self._copy)
             and c.depth >= 2
             and c.at_literal
-            and piece[:1] in _NUMBER_START
+            and piece[:1] in NUMBER_START
             and any(self._numbers.is_free(at) and e not in kept for at, (_, e) in self._scales.items())
         )
 
@@ -762,7 +287,7 @@ class ValueBias:
         return None
 
     def _named_key(self, key: str) -> int:
-        return mention(key, self._text.source, _FLAG_WORDS | _KEY_NOUNS)
+        return named(key, self._text.source)
 
     def starts_date(self) -> bool:
         """Whether the next token is the first of a string value in a tool's input, for a
@@ -824,14 +349,14 @@ class ValueBias:
             found = [
                 at
                 for at, (given, exponent) in self._scales.items()
-                if exponent > 0 and self._numbers.is_free(at) and _same_digits(written, given)
+                if exponent > 0 and self._numbers.is_free(at) and same_digits(written, given)
             ]
-        scales = {self._scales.get(at) for at in found}
-        scale = scales.pop() if len(scales) == 1 else None
+        given = {self._scales.get(at) for at in found}
+        scale = given.pop() if len(given) == 1 else None
         if scale is None or scale[1] in kept:
             return None
         self._numbers.take(found[0])
-        return _scaled(*scale) + text[number.end()]  # and the character that ends it, as the model wrote
+        return scaled_number(*scale) + text[number.end()]  # ends where the model's number ended
 
     def _named(self, key: str, value: str, whole: bool) -> int:
         """1 if the number span `value` starts near a mention of field `key` in the

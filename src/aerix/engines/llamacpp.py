@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +27,17 @@ import numpy as np
 
 from ..errors import AerixError
 from ..model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
-from ._bias import ValueBias, kept_scales
+from ._bias import ValueBias
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
 from ._dates import date_format
+from ._fields import NUMBER_TYPES, fields, number_siblings, object_keys
 from ._fit import FitScorer
 from ._llama_request import Request, parse_request
 from ._llama_vocab import Vocab
 from ._prefix import TokenHistory
 from ._sampling import TextStream, mask_logits, sample
+from ._spans import kept_scales
 
 try:
     import llama_cpp
@@ -659,18 +661,18 @@ class LlamaCpp:
             return None
         source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
         kept: dict[str, set[int]] = {}
-        for key, description in _fields(req.schema, _NUMBER_TYPES):
+        for key, description in fields(req.schema, NUMBER_TYPES):
             kept.setdefault(key, set()).update(kept_scales(key, description))
-        dates = {key: fmt for key, d in _fields(req.schema, ("string",)) if (fmt := date_format(d))}
+        dates = {key: fmt for key, d in fields(req.schema, ("string",)) if (fmt := date_format(d))}
         return ValueBias(
             source,
             copy=copy,
             close=close,
             piece=self._vocab.piece_text,
             kept_scales=kept,
-            siblings=_number_siblings(req.schema),
+            siblings=number_siblings(req.schema),
             date_formats=dates,
-            objects=_keys(req.schema) if self._check_optional else (),
+            objects=object_keys(req.schema) if self._check_optional else (),
         )
 
     def _emit_text(
@@ -745,51 +747,3 @@ class LlamaCpp:
             bos_token=self._vocab.text(self._llama.token_bos()),
             eos_token=self._vocab.text(self._llama.token_eos()),
         )
-
-
-_NUMBER_TYPES = ("number", "integer")
-
-
-def _objects(schema: object) -> Iterator[dict[str, Any]]:
-    """Each object of a JSON Schema with `properties`, at any depth."""
-    if isinstance(schema, dict):
-        if isinstance(schema.get("properties"), dict):
-            yield schema
-        for value in schema.values():
-            yield from _objects(value)
-    elif isinstance(schema, list):
-        for value in schema:
-            yield from _objects(value)
-
-
-def _typed(properties: dict[str, Any], types: Sequence[str]) -> Iterator[tuple[str, str]]:
-    for key, prop in properties.items():
-        if isinstance(prop, dict) and prop.get("type") in types:
-            description = prop.get("description")
-            yield key, description if isinstance(description, str) else ""
-
-
-def _fields(schema: object, types: Sequence[str]) -> Iterator[tuple[str, str]]:
-    """Each property of a JSON Schema of one of `types`, at any depth: its key and description."""
-    for node in _objects(schema):
-        yield from _typed(node["properties"], types)
-
-
-def _number_siblings(schema: object) -> dict[str, set[str]]:
-    """Each property of a JSON Schema that shares an object with number or integer
-    properties, at any depth, with those properties (its own key included if it is one)."""
-    found: dict[str, set[str]] = {}
-    for node in _objects(schema):
-        numbers = {key for key, _ in _typed(node["properties"], _NUMBER_TYPES)}
-        for key in node["properties"] if numbers else ():
-            found.setdefault(key, set()).update(numbers)
-    return found
-
-
-def _keys(schema: object) -> list[tuple[list[str], set[str]]]:
-    """The keys of each object of a JSON Schema, at any depth, in order, with its required ones."""
-    found = []
-    for node in _objects(schema):
-        required = node.get("required")
-        found.append((list(node["properties"]), set(required) if isinstance(required, list) else set()))
-    return found

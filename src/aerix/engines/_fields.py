@@ -1,0 +1,57 @@
+"""What the value rules read from a JSON Schema: its objects' fields by type, with
+their descriptions; the number fields beside each field; each object's keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["NUMBER_TYPES", "fields", "number_siblings", "object_keys"]
+
+NUMBER_TYPES = ("number", "integer")
+"""The JSON Schema types of a number field."""
+
+
+def _objects(schema: object) -> Iterator[dict[str, Any]]:
+    """Each object of a JSON Schema with `properties`, at any depth."""
+    if isinstance(schema, dict):
+        if isinstance(schema.get("properties"), dict):
+            yield schema
+        for value in schema.values():
+            yield from _objects(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _objects(value)
+
+
+def _typed(properties: dict[str, Any], types: Sequence[str]) -> Iterator[tuple[str, str]]:
+    for key, prop in properties.items():
+        if isinstance(prop, dict) and prop.get("type") in types:
+            description = prop.get("description")
+            yield key, description if isinstance(description, str) else ""
+
+
+def fields(schema: object, types: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """Each property of a JSON Schema of one of `types`, at any depth: its key and description."""
+    for node in _objects(schema):
+        yield from _typed(node["properties"], types)
+
+
+def number_siblings(schema: object) -> dict[str, set[str]]:
+    """Each property of a JSON Schema that shares an object with number or integer
+    properties, at any depth, with those properties (its own key included if it is one)."""
+    found: dict[str, set[str]] = {}
+    for node in _objects(schema):
+        numbers = {key for key, _ in _typed(node["properties"], NUMBER_TYPES)}
+        for key in node["properties"] if numbers else ():
+            found.setdefault(key, set()).update(numbers)
+    return found
+
+
+def object_keys(schema: object) -> list[tuple[list[str], set[str]]]:
+    """The keys of each object of a JSON Schema, at any depth, in order, with its required ones."""
+    found = []
+    for node in _objects(schema):
+        required = node.get("required")
+        found.append((list(node["properties"]), set(required) if isinstance(required, list) else set()))
+    return found
