@@ -378,6 +378,42 @@ async def test_a_date_is_written_in_the_format_its_field_asks_for() -> None:
         engine.close()
 
 
+ROUTE = "Find the distance between New York and Boston{}."
+
+
+async def route(engine: LlamaCpp, request: str) -> dict[str, Any]:
+    flag = {"type": "boolean"}
+    fields = {"origin": {"type": "string"}, "destination": {"type": "string"}}
+    inner = {
+        "type": "object",
+        "properties": {**fields, "consider_terrain": flag, "avoid_tolls": flag},
+        "required": list(fields),
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"route": inner},
+        "required": ["route"],
+        "additionalProperties": False,
+    }
+    value = await answer(engine, request, schema, 64, "Answer with the JSON of the route.")
+    return value["route"]  # type: ignore[no-any-return]
+
+
+async def test_an_optional_field_the_request_names_is_offered_before_the_input_closes() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    unchecked = load("smollm2-instruct", n_ctx=2048, check_optional=False)
+    places = {"origin": "New York", "destination": "Boston"}
+    try:
+        named = ROUTE.format(", accounting for terrain")
+        assert await route(unchecked, named) == places  # the trap: the model leaves it out
+        assert await route(engine, named) == {**places, "consider_terrain": True}
+        assert await route(engine, ROUTE.format("")) == places  # not named: not offered
+    finally:
+        engine.close()
+        unchecked.close()
+
+
 def query(*fields: str) -> dict[str, Any]:
     return nested("query", {k: {"type": "string"} for k in fields})
 
