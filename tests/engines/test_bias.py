@@ -548,3 +548,13 @@ def test_a_string_of_the_fields_own_name_is_no_value() -> None:
     assert not b.supports(',"methodUsed":"Method"}')
     assert b.supports(',"approach":"method"}')  # another field may take the word
     assert b.supports(',"method_used":"gravity"}')
+
+
+def test_a_string_field_does_not_copy_its_own_name() -> None:
+    pieces = ["slope", "hill", "steep"]
+    b = ValueBias("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"calls":[{"tool":"t","input":{"slope_type":"')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]
+    b = ValueBias("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"calls":[{"tool":"t","input":{"terrain":"')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [1.0, 1.0, 0.0]  # another field may

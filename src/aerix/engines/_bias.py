@@ -399,11 +399,10 @@ class ValueBias:
             # Once a value is under way as a span, leaving the span costs what copying gains.
             spans = self._numbers if cursor.number else self._text
             stay = bool(cursor.value) and spans.match(cursor.value or "", False)
-            # A number belongs in a number field: a string field next to one does not copy it.
             bare = cursor.in_string_value and bool(self._siblings.get(cursor.key))
             for token, piece in pieces.items():
                 hit = cursor.candidate(piece)
-                if bare and hit is not None and hit[0].isdigit():
+                if hit is not None and not hit[2] and _uncopied(hit[0], cursor.key, bare):
                     continue
                 if hit is not None and (self._numbers if hit[2] else self._text).match(hit[0], hit[1]):
                     named = self._named(cursor.key, hit[0], hit[1]) if hit[2] else 0
@@ -425,3 +424,9 @@ class ValueBias:
                     if cursor.closes(piece):
                         logits[token] += self._close
         return logits
+
+
+def _uncopied(value: str, key: str, bare: bool) -> bool:
+    """Whether a string value gets no copy bias: a number, in a field next to number fields
+    (`bare`: numbers go to number fields), or the field's own name ("slope_type": "slope")."""
+    return (bare and value.isdigit()) or own_name(value, key)
