@@ -280,14 +280,11 @@ class ValueBias:
             if not written <= set(keys) or not required <= written:
                 continue
             for key in keys:
-                if key not in written and key not in self._suggested and self._named_key(key) > 0:
+                if key not in written and key not in self._suggested and named(key, self._text.source) > 0:
                     self._suggested.add(key)
                     value = c.split(piece)
                     return ("" if value is None else value[0]) + "," + json.dumps(key) + ":"
         return None
-
-    def _named_key(self, key: str) -> int:
-        return named(key, self._text.source)
 
     def starts_date(self) -> bool:
         """Whether the next token is the first of a string value in a tool's input, for a
@@ -316,15 +313,15 @@ class ValueBias:
         written = {d.date for d in find_dates(value)}
         part = value.strip()
         for d in self._dates:
-            said = self._text.source[d.start : d.end]
+            given = self._text.source[d.start : d.end]
             if self._text.is_free(d.start) and (
-                said in value or d.date in written or (part and part in said)
+                given in value or d.date in written or (part and part in given)
             ):
                 day = d.date.strftime(fmt)
                 if day == value:
                     return None  # copied as it is
                 self._text.take(d.start)
-                for number in re.findall(r"\d+", said):  # its day and year are taken too
+                for number in re.findall(r"\d+", given):  # its day and year are taken too
                     self._numbers.use(number)
                 return day
         return None

@@ -7,6 +7,7 @@ separators, with a scale: `number_text`, `scales`), the fields they name
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Collection, Iterator
 from decimal import Decimal
@@ -152,17 +153,26 @@ def said(value: str, source: str) -> bool:
     )
 
 
-def mention(key: str, source: str, generic: Collection[str] = _FLAG_WORDS) -> int:
+@functools.lru_cache(maxsize=1024)
+def _name_words(key: str) -> frozenset[str]:
+    """The words of a field's name, in lower case (`daily_budget`, `dailyBudget`: "daily", "budget")."""
+    return frozenset(w.lower() for w in _WORD.findall(key))
+
+
+def mention(key: str, source: str) -> int:
     """Whether `source` mentions what the flag `key` is about: 1, negated: -1, not at all: 0.
 
-    A word of the key (`include_tolls`: "tolls") is mentioned where a word of
-    `source` starts with its stem (its first letters, all but two, at least four).
+    A word of the key (`include_tolls`: "tolls"; none of `_FLAG_WORDS`, none
+    under three letters) is mentioned where a word of `source` starts with its
+    stem (its first letters, all but two, at least four).
     """
+    return _mentioned({w for w in _name_words(key) if len(w) >= 3} - _FLAG_WORDS, source)
+
+
+def _mentioned(words: Collection[str], source: str) -> int:
     source = source.lower()
     found = 0
-    for word in {w.lower() for w in _WORD.findall(key)} - set(generic):
-        if len(word) < 3:
-            continue
+    for word in words:
         for hit in re.finditer(rf"\b{re.escape(_stem(word))}", source):
             if _NEGATION.search(source[: hit.start()]):
                 return -1
@@ -173,7 +183,7 @@ def mention(key: str, source: str, generic: Collection[str] = _FLAG_WORDS) -> in
 def _key_words(key: str) -> set[str]:
     """The words of a field's name that a mention of it is found by (`daily_budget`: "daily",
     "budget"); none of `_KEY_NOUNS` or `_FLAG_WORDS`, none under three letters."""
-    return {w.lower() for w in _WORD.findall(key) if len(w) >= 3} - _KEY_NOUNS - _FLAG_WORDS
+    return {w for w in _name_words(key) if len(w) >= 3} - _KEY_NOUNS - _FLAG_WORDS
 
 
 def near(source: str, key: str, others: Collection[str]) -> tuple[frozenset[int], frozenset[int]]:
@@ -241,14 +251,14 @@ def scales(numbers: str) -> dict[int, tuple[str, int]]:
 def named(key: str, source: str) -> int:
     """`mention`, by the words of `key` that say which value it holds, not what kind
     (`fullName`: "full"; not "name")."""
-    return mention(key, source, _FLAG_WORDS | _KEY_NOUNS)
+    return _mentioned(_key_words(key), source)
 
 
 def own_name(value: str, key: str) -> bool:
     """Whether a string value is made only of words of its field's name
     (`"method_used": "method"`)."""
     words = {w.lower() for w in _VALUE_WORD.findall(value)}
-    return bool(words) and words <= {w.lower() for w in _WORD.findall(key)}
+    return bool(words) and words <= _name_words(key)
 
 
 def _kind(c: str) -> str:

@@ -520,11 +520,8 @@ class LlamaCpp:
         """The tokens that add an optional field the user's messages name, to write instead
         of `token` where it closes a tool's input (`ValueBias.suggest`), if the field's
         value, decoded ahead, is one the messages give (`ValueBias.supports`); else `[]`."""
-        text = bias.suggest(self._vocab.piece_text(token))
-        if text is None:
-            return []
-        tokens = self._tokenize(text.encode(), add_bos=False)
-        if (room is not None and len(tokens) > room) or not constrained.accepts(tokens):
+        tokens = self._allowed(constrained, bias.suggest(self._vocab.piece_text(token)), room)
+        if not tokens:
             return []
         ahead = self._ahead(job, constrained, bias, tokens)
         return tokens if ahead is not None and bias.supports(ahead.text) else []
@@ -544,6 +541,11 @@ class LlamaCpp:
             ahead = self._ahead(job, constrained, bias, token, choice=True)
             day = None if ahead is None else bias.dated(ahead.text)
             text = None if day is None else json.dumps(day)[1:]  # and the closing quote
+        return self._allowed(constrained, text, room)
+
+    def _allowed(self, constrained: Constrained, text: str | None, room: int | None) -> list[int]:
+        """The tokens of `text`, if the schema allows them next and they fit in `room`
+        (the tokens left); else (or without a text) `[]`."""
         if text is None:
             return []
         tokens = self._tokenize(text.encode(), add_bos=False)
