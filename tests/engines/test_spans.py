@@ -6,7 +6,20 @@ import re
 
 import pytest
 
-from aerix.engines._spans import Spans, kept_scales, mention, near, said, takes_percent
+from aerix.engines._spans import (
+    Spans,
+    cut_short,
+    in_series,
+    is_function_word,
+    kept_scales,
+    mention,
+    name_runs,
+    near,
+    number_text,
+    said,
+    spelled,
+    takes_percent,
+)
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
 
@@ -178,3 +191,94 @@ def test_a_repeated_value_may_be_copied_as_often_as_the_request_repeats_it() -> 
     assert spans.match("4", whole=True)
     spans.use("4")
     assert not spans.match("4", whole=True)
+
+
+def test_a_value_takes_the_whole_text_it_copied() -> None:
+    spans = Spans("flights on 2022-04-27 afternoon, 04-27")
+    assert spans.use("2022-04-27") == 11
+    assert not spans.match("04-27", whole=True) or spans.where("04-27", True) == [33]
+    assert spans.where("04-27", True) == [33]  # not the part of the date taken
+    assert spans.use("Paris") == -1
+
+
+def test_the_number_under_a_fraction_is_no_span_of_its_own() -> None:
+    spans = Spans("rated above 4/5, on 08/16/2022, 24/7")
+    assert spans.match("4", whole=True)
+    assert not spans.match("5", whole=True)
+    assert spans.match("16", whole=True)  # a date is no fraction
+    assert not spans.match("7", whole=True)
+
+
+def test_numbers_written_as_words_are_found_where_number_text_puts_them() -> None:
+    source = "two sides of 1,000 and three more"
+    numbers = number_text(source)
+    assert numbers == "2 sides of 1000 and 3 more"
+    assert spelled(source) == {0, numbers.index("3")}
+    assert number_text("compounded quarterly, paid monthly, twice") == "compounded 4, paid 12, 2"
+
+
+@pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ("When did the Treaty of Tordesillas take place?", ["Treaty of Tordesillas"]),
+        ("Find the Louvre Museum in Paris.", ["Louvre Museum"]),
+        ("Book at the Hilton Hotel in New York City.", ["Hilton Hotel", "New York City"]),
+        ("Calculate the Body Mass Index.", ["Body Mass Index"]),  # "Calculate" starts the sentence
+        ("Find Italian food.", []),  # the sentence's first word is no part of a name
+        (
+            "The game 'The Legend of Zelda: Breath of the Wild'.",
+            ["The Legend of Zelda", "Breath of the Wild"],
+        ),
+        ("A vintage Super Mario Bros. game", ["Super Mario Bros."]),
+        ("a paper by Albert Einstein's team", ["Albert Einstein"]),
+        ("the King of France. Paris", ["King of France"]),
+    ],
+)
+def test_names_of_capitalised_words_are_found(source: str, names: list[str]) -> None:
+    assert [source[a:b] for a, b in name_runs(source)] == names
+
+
+@pytest.mark.parametrize(
+    ("source", "value", "short"),
+    [
+        ("the Louvre Museum in Paris", "Louvre", True),  # inside a name
+        ("the Louvre Museum in Paris", "Louvre Museum", False),
+        ("the Treaty of Tordesillas", "Treaty", True),
+        ("proteins in the plasma membrane?", "plasma", True),  # before another word
+        ("proteins in the plasma membrane?", "plasma membrane", False),  # the end of the text
+        ("a king size bed in Paris", "Paris", False),
+        ("a room in New York for two", "New", True),
+        ("from New York time zone", "New York", False),  # a whole name: "time zone" is no more of it
+        ("rock concerts in Boston", "Boston", False),
+        ("the 19th century", "19th", True),
+    ],
+)
+def test_a_span_is_cut_short_inside_a_name_or_before_another_word(
+    source: str, value: str, short: bool
+) -> None:
+    start = source.index(value)
+    assert cut_short(source, name_runs(source), start, start + len(value)) is short
+
+
+@pytest.mark.parametrize(
+    ("key", "others", "series"),
+    [
+        ("mass1", {"mass1", "mass2", "temperature1"}, True),
+        ("initial_temperature", {"initial_temperature", "final_temperature", "mass"}, True),
+        ("from_timezone", {"from_timezone", "to_timezone"}, True),
+        ("x", {"x", "y", "z"}, True),
+        ("numberOne", {"numberOne", "numberTwo"}, False),  # no order words
+        ("trials", {"trials", "successes"}, False),
+        ("number", {"number", "dice_number"}, False),
+        ("mass1", {"mass1", "volume"}, False),  # alone in its series
+    ],
+)
+def test_fields_of_a_series_differ_only_by_a_number_or_an_order_word(
+    key: str, others: set[str], series: bool
+) -> None:
+    assert in_series(key, others) is series
+
+
+def test_function_words_end_phrases() -> None:
+    assert is_function_word(" The ")
+    assert not is_function_word("theory")

@@ -24,10 +24,16 @@ likeliest tokens the schema allows, address that:
   written as its fraction, one given in millions as the whole number
   (`starts_number`, `scaled`: the engine decodes it ahead), unless the field
   takes that scale (`kept_scales`); a date in the format its field asks for
-  (`starts_date`, `dated`). A number named for a field ("a weight of 70
-  kg", "a 7 days trip") gets `copy` once more in that field, and none in a
-  sibling number field (`near`); a string field next to number fields gets
-  none for a number ("from_unit": "pounds", not "2").
+  (`starts_date`, `dated`), and a quantity in the unit its field asks for
+  ("5ft 10in": 70 in inches; `_units`). A number named for a field ("a
+  weight of 70 kg", "a 7 days trip") gets `copy` once more in that field,
+  and none in a sibling number field (`near`); a string field next to
+  number fields gets none for a number ("from_unit": "pounds", not "2").
+  Fields of a series (`mass1`, `mass2`) take the values in order (`_first`,
+  `_earliest`); a string the model would end short of its name or phrase
+  goes on ("Louvre Museum", `_cut_short`); a copied text is taken whole,
+  with its numbers; a span that runs on into a date, or made only of words
+  of the tool's name, gets none.
 - **close**: right after a value inside an object that may end there (the
   schema allows `}`: every field left is optional), the closing tokens get
   `close` added, so optional fields are written only when the model is sure
@@ -49,15 +55,20 @@ import copy
 import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
 
-from ._dates import find_dates
+from ._dates import Found, find_dates
 from ._json_cursor import NUMBER_CHARS, NUMBER_START, JsonCursor
 from ._spans import (
     Spans,
+    cut_short,
+    in_series,
+    is_function_word,
     mention,
+    name_runs,
     named,
     near,
     number_text,
@@ -66,18 +77,27 @@ from ._spans import (
     same_digits,
     scaled_number,
     scales,
+    spelled,
 )
+from ._units import Quantity, Unit, quantities
 
 __all__ = ["ValueBias"]
 
 Logits = npt.NDArray[np.float32]
 
 _NUMBER = frozenset(NUMBER_CHARS)
+_PLACES = 6
+"""The most decimal places of a number converted to a field's unit (1/3 ft is not written)."""
 _CANDIDATES = 32
 """How many of the likeliest allowed tokens are looked at per step."""
 _FIELD = re.compile(r',"((?:[^"\\]|\\.)*)":')
 """The start of another field in compact JSON: `,"key":`."""
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_DIGITS = re.compile(r"(?<![\w^.])\d+(?:\.\d+)?")
+"""A number inside a string value, not right after a letter or a `^` ("2x^2": the first 2)."""
+_NUMBER_SPAN = re.compile(r"-?\d+(?:\.\d+)?")
+_SERIES_WORD = re.compile(r"[^\W_]{2}")
+"""The start of a word a series field's value may be ordered by: two letters or digits."""
 _NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
 
 
@@ -104,6 +124,14 @@ class ValueBias:
         objects: The keys of each object of the schema, in order, with its required
             ones: an optional field the messages name is offered before the
             object closes (see `suggest`).
+        units: The unit each number field asks for (`field_unit`), and whether it is an
+            integer field, by key: a quantity of the messages in another unit of
+            the same kind is written converted (see `scaled`).
+        series: The string fields that are one of a series (`in_series`): they take
+            the values in the order the messages give them.
+        constants: The string constants of the schema (a tool's name): a string made
+            only of their words is no value.
+        constant_keys: The keys of the fields that are such a constant (`tool`).
     """
 
     def __init__(
@@ -117,6 +145,10 @@ class ValueBias:
         siblings: Mapping[str, Collection[str]] | None = None,
         date_formats: Mapping[str, str] | None = None,
         objects: Sequence[tuple[Sequence[str], Collection[str]]] = (),
+        units: Mapping[str, tuple[Unit, bool]] | None = None,
+        series: Collection[str] = (),
+        constants: Collection[str] = (),
+        constant_keys: Collection[str] = (),
     ) -> None:
         self._text = Spans(source)
         numbers = number_text(source)
@@ -125,6 +157,13 @@ class ValueBias:
         # "213 million" is also the span 213000000, for a model that writes it whole.
         whole = [scaled_number(*given) for given in self._scales.values()]
         self._numbers = Spans("\n".join([numbers, *(w for w in whole if "." not in w)]))
+        words = spelled(source)
+        self._number_starts = [
+            m.start()
+            for m in _NUMBER_SPAN.finditer(numbers)
+            if m.start() not in words and m.start() in self._numbers.free(m.group())
+        ]
+        """Where the numbers the messages write in digits start, in order."""
         self._kept = {key: frozenset(kept) for key, kept in (kept_scales or {}).items()}
         self._copy = np.float32(copy)
         self._close = np.float32(close)
@@ -137,17 +176,32 @@ class ValueBias:
         self._mentions: dict[str, int] = {}
         self._siblings = siblings or {}
         self._date_formats = dict(date_formats or {})
-        self._dates = find_dates(source) if self._date_formats else []
+        self._dates = find_dates(source)
         self._near: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
         self._objects = [(tuple(keys), frozenset(required)) for keys, required in objects]
         self._suggested: set[str] = set()
+        self._sealed = False
+        """Whether the number in progress was written instead of the model's (`seal`)."""
+        self._last_number = -1
+        """Where the latest number the values took starts in the messages' numbers."""
+        self._units = dict(units or {})
+        self._names = name_runs(source)
+        self._series = frozenset(series)
+        self._constants = tuple(constants)
+        self._constant_keys = frozenset(constant_keys)
+        self._quantities = quantities(numbers) if self._units else []
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
         self._cursor.feed(self._decoder.decode(data))
 
     def _use(self, value: str, number: bool) -> None:
-        (self._numbers if number else self._text).use(value)
+        if not number and self._text.match(value, True):
+            for digits in _DIGITS.findall(value):  # "2x^2" copied takes the 2 that the user gave
+                self._numbers.use(digits)
+        at = (self._numbers if number else self._text).use(value)
+        if number and at >= 0:
+            self._last_number = max(self._last_number, at)
         self.ended += 1
 
     def fork(self) -> ValueBias:
@@ -235,12 +289,17 @@ class ValueBias:
             if string is None:
                 return False
             value = string.group(1)
-            if own_name(value, field.group(1)):
+            if own_name(value, field.group(1)) or self._constant(value):
                 return False  # "method_used": "method" is no value
             return self._text.match(value, True) or said(value, self._text.source)
         if rest[:1] in NUMBER_START:
             number = _NUMBER_VALUE.match(rest)
-            return number is not None and self._numbers.match(number.group(), True)
+            if number is None:
+                return False
+            starts = self._numbers.where(number.group(), True)
+            if in_series(field.group(1), self._siblings.get(field.group(1), ())):
+                starts = [at for at in starts if at > self._last_number]  # a series in order
+            return bool(starts)
         if rest[:1] in "tfn":
             return self._mention(field.group(1)) != 0
         return True
@@ -256,8 +315,16 @@ class ValueBias:
             and c.depth >= 2
             and c.at_literal
             and piece[:1] in NUMBER_START
-            and any(self._numbers.is_free(at) and e not in kept for at, (_, e) in self._scales.items())
+            and (
+                any(self._numbers.is_free(at) and e not in kept for at, (_, e) in self._scales.items())
+                or any(self._numbers.is_free(q.starts[0]) for q in self._convertible(c.key))
+            )
         )
+
+    def _convertible(self, key: str) -> list[Quantity]:
+        """The quantities of the messages of the kind that number field `key` asks a unit of."""
+        unit = self._units.get(key)
+        return [] if unit is None else [q for q in self._quantities if q.dimension == unit[0].dimension]
 
     def starts_string(self) -> bool:
         """Whether the next token is the first of a string value in a tool's input."""
@@ -312,27 +379,32 @@ class ValueBias:
         value = text if string is None else string.group(1)  # no end: cut short by the look-ahead
         written = {d.date for d in find_dates(value)}
         part = value.strip()
-        for d in self._dates:
+        free = [d for d in self._dates if self._text.is_free(d.start)]
+        for d in free:
             given = self._text.source[d.start : d.end]
-            if self._text.is_free(d.start) and (
-                given in value or d.date in written or (part and part in given)
-            ):
-                day = d.date.strftime(fmt)
-                if day == value:
-                    return None  # copied as it is
-                self._text.take(d.start)
-                for number in re.findall(r"\d+", given):  # its day and year are taken too
-                    self._numbers.use(number)
-                return day
+            if given in value or d.date in written or (part and part in given):
+                return self._write(d, fmt, value)
+        if free and any(c.isdigit() for c in value):  # some other date ("2023.01.25"): the next one given
+            return self._write(free[0], fmt, value)
         return None
+
+    def _write(self, d: Found, fmt: str, value: str) -> str | None:
+        """The date `d` in format `fmt`, taken with its numbers; `None` if `value` is it already."""
+        day = d.date.strftime(fmt)
+        if day == value:
+            return None  # copied as it is
+        self._text.take(d.start)
+        for number in re.findall(r"\d+", self._text.source[d.start : d.end]):  # its day and year too
+            self._numbers.use(number)
+        return day
 
     def scaled(self, text: str) -> str | None:
         """The number to write instead of the one that `text` starts with, if the messages
         give that number only with a scale that the field does not take as written
-        ("5%": "0.05", "213 million": "213000000"), with the character after it in
-        `text` (`,` or `}`: the number ends there); else `None`. A number given in
-        thousands or more also counts when written with zeros of the model's own
-        ("850000000" for "8.5 million").
+        ("5%": "0.05", "213 million": "213000000"), or in another unit than the one
+        the field asks for ("5ft 10in": "70" in inches, see `_converted`); else `None`.
+        A number given in thousands or more also counts when written with zeros of the
+        model's own ("850000000" for "8.5 million").
 
         The occurrence is then taken, as if copied.
         """
@@ -340,8 +412,11 @@ class ValueBias:
         if number is None:
             return None
         written = number.group()
-        kept = self._kept.get(self._cursor.key, ())
         found = self._numbers.free(written)
+        converted = self._converted(written, found)
+        if converted is not None:
+            return converted
+        kept = self._kept.get(self._cursor.key, ())
         if not found:  # millions not copied as given, but with zeros of the model's own ("850000000")
             found = [
                 at
@@ -353,7 +428,36 @@ class ValueBias:
         if scale is None or scale[1] in kept:
             return None
         self._numbers.take(found[0])
-        return scaled_number(*scale) + text[number.end()]  # ends where the model's number ended
+        return scaled_number(*scale)
+
+    def seal(self) -> None:
+        """End the number in progress where it is: the engine wrote it instead of the
+        model's (`scaled`), and the model may end it or the object next, not add digits
+        ("0.05", not "0.050")."""
+        self._sealed = True
+
+    def _converted(self, written: str, found: Collection[int]) -> str | None:
+        """The number to write instead of `written`, a copy of the first number of a free
+        quantity of the messages (at one of `found`) in another unit of the kind the field
+        asks for, converted to the field's unit ("5ft 10in": "70" in inches); `None` if
+        there is none, or if the converted number is the same, is no integer for an
+        integer field, or has more than `_PLACES` decimal places. Its numbers are then taken."""
+        target = self._units.get(self._cursor.key)
+        if target is None:
+            return None
+        unit, integer = target
+        for q in self._convertible(self._cursor.key):
+            if q.starts[0] not in found:
+                continue
+            value = q.value(unit).normalize()
+            if value == Decimal(written) or (integer and value != value.to_integral_value()):
+                return None
+            if -value.as_tuple().exponent > _PLACES:  # type: ignore[operator]
+                return None
+            for at in q.starts:
+                self._numbers.take(at)
+            return format(value, "f")
+        return None
 
     def _named(self, key: str, value: str, whole: bool) -> int:
         """1 if the number span `value` starts near a mention of field `key` in the
@@ -361,15 +465,82 @@ class ValueBias:
         others = self._siblings.get(key)
         if not others:
             return 0
-        found = self._near.get(key)
-        if found is None:
-            found = self._near[key] = near(self._numbers.source, key, others)
-        mine, theirs = found
+        mine, theirs = self._near_fields(key)
         source = self._numbers.source
         starts = [at + (source[at] == "-") for at in self._numbers.where(value, whole)]
         if any(at in mine for at in starts):
             return 1
         return -1 if starts and all(at in theirs for at in starts) else 0
+
+    def _near_fields(self, key: str) -> tuple[frozenset[int], frozenset[int]]:
+        found = self._near.get(key)
+        if found is None:
+            found = self._near[key] = near(self._numbers.source, key, self._siblings.get(key, ()))
+        return found
+
+    def _first(self, key: str, value: str, whole: bool) -> int:
+        """1 if the number span `value` starts at the first free number the messages write in
+        digits, in a number field of a series (`in_series`): they take the numbers in
+        order ("36 and 24": `"number1": 36`), unless the messages name the fields
+        (`near`); else 0."""
+        if not in_series(key, self._siblings.get(key, ())):
+            return 0
+        free = [at for at in self._number_starts if self._numbers.is_free(at)]
+        mine, theirs = self._near_fields(key)
+        if not free or free[0] in theirs or any(at in mine for at in free):
+            return 0  # the messages name the fields: names, not order
+        return int(free[0] in self._numbers.where(value, whole))
+
+    def _earliest(self, pieces: Mapping[int, str]) -> int | None:
+        """Where the earliest free span of the messages starts that one of `pieces` would start
+        a string value with (a whole word of two letters or more, no function word), for a field
+        of a series (`in_series`): its fields take the values in the order given."""
+        starts = []
+        for piece in pieces.values():
+            hit = self._cursor.candidate(piece)
+            if hit is None or hit[2] or not _SERIES_WORD.match(hit[0]) or is_function_word(hit[0]):
+                continue
+            starts += self._text.where(hit[0], True)  # a whole word: "Ma" could start anything
+        return min(starts, default=None)
+
+    def _cut_short(self, value: str, piece: str) -> frozenset[int]:
+        """Where the string `value` starts as a whole span of the messages that stops short of
+        the name or phrase it is in (`cut_short`), if the model's likeliest token `piece`
+        would end the value there or leave the span ("Louvre" of "Louvre Museum",
+        "plasma_" of "plasma membrane"); else nothing."""
+        hit = self._cursor.candidate(piece)
+        if hit is None or hit[2]:
+            return frozenset()
+        ends = hit[1] and hit[0] == value
+        if not ends and self._text.match(hit[0], hit[1]):
+            return frozenset()  # the model goes on with the span itself
+        source = self._text.source
+        spans = self._text.where(value, True)
+        return frozenset(at for at in spans if cut_short(source, self._names, at, at + len(value)))
+
+    def _into_date(self, value: str, whole: bool) -> bool:
+        """Whether the string span `value` runs on into a date of the messages, in a field that
+        asks for no date format ("London 2022/08/16": the date is no part of a place)."""
+        if self._cursor.key in self._date_formats or not self._dates:
+            return False
+        spans = self._text.where(value, whole)
+        return any(at < d.start <= at + len(value) for at in spans for d in self._dates)
+
+    def _uncopied(self, value: str, key: str, bare: bool) -> bool:
+        """Whether a string value gets no copy bias: a number, in a field next to number
+        fields (`bare`: numbers go to number fields), or made only of words of the
+        field's own name ("slope_type": "slope") or of a constant of the schema, such as
+        the tool's name ("team": "NFL" for `nfl_data.player_record`), except in a field
+        that is such a constant itself (`tool`: the name is chosen as it always was)."""
+        return (
+            (bare and value.isdigit())
+            or own_name(value, key)
+            or (key not in self._constant_keys and self._constant(value))
+        )
+
+    def _constant(self, value: str) -> bool:
+        """Whether a string value is made only of words of a constant of the schema."""
+        return any(own_name(value, c) for c in self._constants)
 
     def _mention(self, key: str) -> int:
         found = self._mentions.get(key)
@@ -388,6 +559,11 @@ class ValueBias:
         if not self.active:
             return logits
         cursor = self._cursor
+        self._sealed = self._sealed and cursor.number
+        if self._sealed:  # a number written instead of the model's ends there: "0.05", not "0.050"
+            for token in np.flatnonzero(np.isfinite(logits)).tolist():
+                if self._piece(token)[:1] in _NUMBER:
+                    logits[token] = -np.inf
         n = logits.shape[0]
         k = min(_CANDIDATES, n)
         top = [t for t in np.argpartition(logits, n - k)[n - k :].tolist() if np.isfinite(logits[t])]
@@ -397,13 +573,28 @@ class ValueBias:
             spans = self._numbers if cursor.number else self._text
             stay = bool(cursor.value) and spans.match(cursor.value or "", False)
             bare = cursor.in_string_value and bool(self._siblings.get(cursor.key))
+            # A string the model would end short of its name or phrase goes on ("Louvre Museum"),
+            # and a series of string fields takes its values in order ("human", then "chimp").
+            short = frozenset[int]()
+            if cursor.in_string_value and cursor.value and pieces:
+                short = self._cut_short(cursor.value, pieces[max(pieces, key=lambda t: logits[t])])
+            earliest = self._earliest(pieces) if cursor.key in self._series and not cursor.value else None
             for token, piece in pieces.items():
                 hit = cursor.candidate(piece)
-                if hit is not None and not hit[2] and _uncopied(hit[0], cursor.key, bare):
+                if hit is not None and not hit[2] and self._uncopied(hit[0], cursor.key, bare):
                     continue
-                if hit is not None and (self._numbers if hit[2] else self._text).match(hit[0], hit[1]):
-                    named = self._named(cursor.key, hit[0], hit[1]) if hit[2] else 0
-                    logits[token] += self._copy * (1 + named)
+                if (
+                    hit is not None
+                    and (self._numbers if hit[2] else self._text).match(hit[0], hit[1])
+                    and (hit[2] or not self._into_date(hit[0], hit[1]))
+                ):
+                    if hit[2]:
+                        more = self._named(cursor.key, *hit[:2]) + self._first(cursor.key, *hit[:2])
+                    else:
+                        starts = self._text.where(hit[0], hit[1])
+                        more = int(hit[0] != cursor.value and any(at in short for at in starts))
+                        more += int(earliest in starts)
+                    logits[token] += self._copy * (1 + more)
                 elif stay:
                     logits[token] -= self._copy
                 elif hit is not None and hit[2] and self._numbers.taken(hit[0], hit[1]):
@@ -421,9 +612,3 @@ class ValueBias:
                     if cursor.closes(piece):
                         logits[token] += self._close
         return logits
-
-
-def _uncopied(value: str, key: str, bare: bool) -> bool:
-    """Whether a string value gets no copy bias: a number, in a field next to number fields
-    (`bare`: numbers go to number fields), or the field's own name ("slope_type": "slope")."""
-    return (bare and value.isdigit()) or own_name(value, key)

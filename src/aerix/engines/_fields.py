@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["NUMBER_TYPES", "fields", "number_siblings", "object_keys"]
+from ._spans import in_series
+
+__all__ = ["NUMBER_TYPES", "constants", "fields", "number_siblings", "object_keys", "string_series"]
 
 NUMBER_TYPES = ("number", "integer")
 """The JSON Schema types of a number field."""
@@ -46,6 +48,45 @@ def number_siblings(schema: object) -> dict[str, set[str]]:
         for key in node["properties"] if numbers else ():
             found.setdefault(key, set()).update(numbers)
     return found
+
+
+def string_series(schema: object) -> set[str]:
+    """The string properties of a JSON Schema, at any depth, that are one of a series with
+    another string property of their object (`in_series`: `species1`, `species2`;
+    `from_timezone`, `to_timezone`)."""
+    found: set[str] = set()
+    for node in _objects(schema):
+        strings = [key for key, _ in _typed(node["properties"], ("string",))]
+        found.update(key for key in strings if in_series(key, strings))
+    return found
+
+
+def constants(schema: object) -> tuple[set[str], set[str]]:
+    """The string constants of a JSON Schema (`"const": "get_weather"`: a tool's name), at any
+    depth, and the keys of the properties that are such a constant (`tool`)."""
+    found: set[str] = set()
+    keys: set[str] = set()
+    if isinstance(schema, dict):
+        if isinstance(schema.get("const"), str):
+            found.add(schema["const"])
+        for key, prop in _properties(schema):
+            if isinstance(prop, dict) and isinstance(prop.get("const"), str):
+                keys.add(key)
+        for value in schema.values():
+            more, more_keys = constants(value)
+            found |= more
+            keys |= more_keys
+    elif isinstance(schema, list):
+        for value in schema:
+            more, more_keys = constants(value)
+            found |= more
+            keys |= more_keys
+    return found, keys
+
+
+def _properties(node: dict[str, Any]) -> list[tuple[str, Any]]:
+    properties = node.get("properties")
+    return list(properties.items()) if isinstance(properties, dict) else []
 
 
 def object_keys(schema: object) -> list[tuple[list[str], set[str]]]:

@@ -14,8 +14,12 @@ from decimal import Decimal
 
 __all__ = [
     "Spans",
+    "cut_short",
+    "in_series",
+    "is_function_word",
     "kept_scales",
     "mention",
+    "name_runs",
     "named",
     "near",
     "number_text",
@@ -24,10 +28,13 @@ __all__ = [
     "same_digits",
     "scaled_number",
     "scales",
+    "spelled",
     "takes_percent",
 ]
 
 _DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
+_FRACTION = re.compile(r"(?<![\d/.])\d{1,3}/(\d{1,3})(?![\d/.])")
+"""A fraction or a score out of some number: "4/5", "3/4"."""
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 """A thousands separator: a comma between a digit and exactly three digits."""
 _WORD = re.compile(r"[a-z]+|[A-Z][a-z]*")
@@ -65,6 +72,8 @@ _NEGATION = re.compile(
 """A negation up to three words before a mention."""
 
 
+_TIMES_A_YEAR = {"semiannually": "2", "quarterly": "4", "monthly": "12"}
+"""Words of how often, as the times a year they mean ("compounded quarterly": 4)."""
 _NUMBER_WORDS = {
     w: str(n)
     for n, w in enumerate(
@@ -92,10 +101,11 @@ _NUMBER_WORDS = {
             "twenty",
         ]
     )
-} | {"twice": "2", "thrice": "3"}
+} | {"twice": "2", "thrice": "3", **_TIMES_A_YEAR}
 _VALUE_WORD = re.compile(r"[^\W_]+")
 _SPELLED = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
-"""A number written as a word ("two"), from zero to twenty, or as "twice" or "thrice"."""
+"""A number written as a word ("two"), from zero to twenty, as "twice" or "thrice", or as
+the times a year of "quarterly" and its like (`_TIMES_A_YEAR`)."""
 _SCALED = re.compile(
     r"(?<![\w.])-?\d+(?:\.\d+)?(?=\s?(%|percent\b|per cent\b|thousand\b|million\b|billion\b|trillion\b))",
     re.IGNORECASE,
@@ -242,6 +252,15 @@ def number_text(source: str) -> str:
     return _SPELLED.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _THOUSANDS.sub("", source))
 
 
+def spelled(source: str) -> frozenset[int]:
+    """Where `number_text(source)` has a number that `source` writes as a word ("two")."""
+    text, shift, found = _THOUSANDS.sub("", source), 0, set()
+    for m in _SPELLED.finditer(text):
+        found.add(m.start() + shift)
+        shift += len(_NUMBER_WORDS[m.group().lower()]) - len(m.group())
+    return frozenset(found)
+
+
 def scales(numbers: str) -> dict[int, tuple[str, int]]:
     """Where `numbers` (a `number_text`) gives a number with a scale ("5%", "213 million"):
     the number as written, and the scale's power of ten."""
@@ -252,6 +271,126 @@ def named(key: str, source: str) -> int:
     """`mention`, by the words of `key` that say which value it holds, not what kind
     (`fullName`: "full"; not "name")."""
     return _mentioned(_key_words(key), source)
+
+
+_NAME_WORD = r"[A-Z][\w+#&.-]*"
+_CONNECTOR = re.compile(r"(?:of|the|de|la|del|du|von|van)\s")
+_NAME_RUN = re.compile(rf"(?<!\w){_NAME_WORD}(?:(?<!\.)\s(?:{_CONNECTOR.pattern}){{0,2}}{_NAME_WORD})+")
+_SENTENCE_START = re.compile(r"(?:^|[.?!\n]\s*)$")
+_NEXT_WORD = re.compile(r" ([^\W\d_]+)")
+_FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "these",
+        "those",
+        "its",
+        "their",
+        "my",
+        "your",
+        "his",
+        "her",
+        "our",
+        "of",
+        "in",
+        "for",
+        "to",
+        "from",
+        "with",
+        "at",
+        "on",
+        "by",
+        "near",
+        "into",
+        "over",
+        "under",
+        "between",
+        "about",
+        "as",
+        "than",
+        "and",
+        "or",
+        "then",
+        "if",
+        "when",
+        "where",
+        "how",
+        "what",
+        "that",
+        "which",
+        "who",
+        "whom",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+    ]
+)
+"""Words that end a phrase rather than go on with it ("the king size bed in Paris")."""
+_SENTENCE_END = re.compile(r"\.(?=\s+[A-Z]|\s*$)")
+
+
+def name_runs(source: str) -> list[tuple[int, int]]:
+    """Where `source` has a name of two or more capitalised words ("Treaty of Tordesillas",
+    "Los Angeles Lakers"): its start and end; a sentence's first word is no part of one."""
+    found = []
+    for m in _NAME_RUN.finditer(source):
+        start, text = m.start(), m.group()
+        if _SENTENCE_START.search(source[:start]):
+            cut = text.index(" ") + 1
+            while (connector := _CONNECTOR.match(text, cut)) is not None:
+                cut = connector.end()
+            start, text = start + cut, text[cut:]
+            if " " not in text:
+                continue
+        end = start + len(text)
+        if _SENTENCE_END.match(source, end - 1):
+            end -= 1  # "in Los Angeles." ends the sentence, not the name
+        found.append((start, end))
+    return found
+
+
+def is_function_word(text: str) -> bool:
+    """Whether `text` is a function word ("the", "of"), in any case, with blanks around it."""
+    return text.strip().lower() in _FUNCTION_WORDS
+
+
+def cut_short(source: str, names: Collection[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether the span `source[start:end]` stops short of the name or phrase it is in: inside
+    a name of capitalised words (`names`, as `name_runs` finds them: "Louvre" of "Louvre
+    Museum in Paris", "Treaty" of "Treaty of Tordesillas"), or right before another word
+    that is no function word ("king" of "king size bed"; not "Paris" of "Paris in May")."""
+    if any(a <= start and end < b for a, b in names):
+        return True
+    if any(b == end for _, b in names):
+        return False  # a whole name: "New York time zone" is no longer name
+    word = _NEXT_WORD.match(source, end)
+    return word is not None and word.group(1).lower() not in _FUNCTION_WORDS
+
+
+_ORDER_WORDS = frozenset(
+    {"first", "second", "third", "initial", "final", "start", "end", "begin", "from", "to", "min", "max"}
+    | {"lower", "upper", "low", "high", "x", "y", "z"}
+)
+"""Words of a field's name that give its place in a series (`initial_temperature`, `x`)."""
+
+
+def in_series(key: str, others: Collection[str]) -> bool:
+    """Whether field `key` is one of a series among `others`: the same name but for a number
+    or a word of order (`mass1`, `mass2`; `initial_temperature`, `final_temperature`;
+    `x`, `y`), so that the fields take the values in the order the messages give them."""
+
+    def rest(k: str) -> tuple[frozenset[str], bool]:
+        words = [w.lower() for w in re.findall(r"[A-Za-z]+|\d+", k)]
+        kept = frozenset(w for w in words if not w.isdigit() and w not in _ORDER_WORDS)
+        return kept, len(kept) < len(words)
+
+    mine, marked = rest(key)
+    return marked and any(o != key and rest(o) == (mine, True) for o in others)
 
 
 def own_name(value: str, key: str) -> bool:
@@ -274,20 +413,28 @@ class Spans:
     def __init__(self, source: str) -> None:
         self.source = source
         self._used: set[int] = set()
+        self._inside: set[int] = set()
+        """Where a span starts inside an occurrence taken by `use` ("04-27" of "2022-04-27")."""
         self._points = frozenset(m.start() for m in _DECIMAL_POINT.finditer(source))
         """Where the source has a decimal point between two digits."""
+        self._denominators = frozenset(m.start(1) for m in _FRACTION.finditer(source))
+        """Where the source has the number under a fraction ("4/5"; not in a date "08/16/2022")."""
 
     def copy(self) -> Spans:
         """An independent copy (the occurrences taken so far stay taken)."""
         other = copy.copy(self)
         other._used = set(self._used)
+        other._inside = set(self._inside)
         return other
 
-    def use(self, value: str) -> None:
-        """Take the first free occurrence of `value` as a whole span: it is not offered again."""
+    def use(self, value: str) -> int:
+        """Take the first free occurrence of `value` as a whole span: it is not offered again.
+        Returns where it starts; -1 if `value` is no free whole span."""
         i = self._find(value, whole=True)
         if i >= 0:
             self._used.add(i)
+            self._inside.update(range(i + 1, i + len(value)))
+        return i
 
     def _boundary(self, i: int) -> bool:
         s = self.source
@@ -296,8 +443,8 @@ class Spans:
         a, b = _kind(s[i - 1]), _kind(s[i])
         if i in self._points or i - 1 in self._points:
             return False  # inside a decimal number: "0" is no span of "0.015"
-        if b == "0" and (a == "a" or s[i - 1] == "^"):
-            return False  # "2" of "CO2" or of "m/s^2" is no number the user gave
+        if b == "0" and (a == "a" or s[i - 1] == "^" or i in self._denominators):
+            return False  # "2" of "CO2" or of "m/s^2", "5" of "4/5": no number the user gave
         return not (a == b and a in "a0")
 
     def match(self, value: str, whole: bool) -> bool:
@@ -336,7 +483,7 @@ class Spans:
         s, i = self.source, self.source.find(value)
         while i >= 0:
             if (
-                (i in self._used) is taken
+                (i in self._used or i in self._inside) is taken
                 and self._boundary(i)
                 and (not whole or self._boundary(i + len(value)))
             ):

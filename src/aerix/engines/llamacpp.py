@@ -31,13 +31,14 @@ from ._bias import ValueBias
 from ._chat_template import ChatTemplate
 from ._constraint import Constrained, SchemaCompiler
 from ._dates import date_format
-from ._fields import NUMBER_TYPES, fields, number_siblings, object_keys
+from ._fields import NUMBER_TYPES, constants, fields, number_siblings, object_keys, string_series
 from ._fit import FitScorer
 from ._llama_request import Request, parse_request
 from ._llama_vocab import Vocab
 from ._prefix import TokenHistory
 from ._sampling import TextStream, mask_logits, sample
 from ._spans import kept_scales
+from ._units import field_unit
 
 try:
     import llama_cpp
@@ -139,7 +140,10 @@ class LlamaCpp:
             object's other number fields. A number the messages give only as a
             percentage ("5%") is written as the fraction it means (0.05), one given in
             millions ("213 million") as the whole number, unless its field takes that
-            scale. 0 turns all this off.
+            scale, and a quantity in another unit than its field names in that unit
+            ("5ft 10in": 70 "in inches"). Fields of a series (`mass1`, `mass2`) take
+            the values in order, and a string the model would end short of its name
+            goes on ("Louvre Museum"). 0 turns all this off.
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
@@ -530,18 +534,21 @@ class LlamaCpp:
         self, job: _Job, constrained: Constrained, bias: ValueBias, token: int, room: int | None
     ) -> list[int]:
         """The tokens to write instead of the value that `token` starts, decoded ahead: the
-        number a scaled one means ("0.05" for "5%", `ValueBias.scaled`), or a date in
-        its field's format, with the closing quote (`ValueBias.dated`); `[]` if neither
-        applies, or if the schema or `room` (the tokens left) does not allow it."""
-        text = None
+        number a scaled one means ("0.05" for "5%", "70" for "5ft 10in" in inches:
+        `ValueBias.scaled`), which the model may then end but not go on with, or a date
+        in its field's format, with the closing quote (`ValueBias.dated`); `[]` if
+        neither applies, or if the schema or `room` (the tokens left) does not allow it."""
         if bias.starts_number(self._vocab.piece_text(token)):
             ahead = self._ahead(job, constrained, bias, token)
-            text = None if ahead is None else bias.scaled(ahead.text)
-        elif bias.starts_date():
+            tokens = self._allowed(constrained, None if ahead is None else bias.scaled(ahead.text), room)
+            if tokens:
+                bias.seal()  # the model may end it, not add digits to it
+            return tokens
+        if bias.starts_date():
             ahead = self._ahead(job, constrained, bias, token, choice=True)
             day = None if ahead is None else bias.dated(ahead.text)
-            text = None if day is None else json.dumps(day)[1:]  # and the closing quote
-        return self._allowed(constrained, text, room)
+            return self._allowed(constrained, None if day is None else json.dumps(day)[1:], room)
+        return []
 
     def _allowed(self, constrained: Constrained, text: str | None, room: int | None) -> list[int]:
         """The tokens of `text`, if the schema allows them next and they fit in `room`
@@ -666,6 +673,13 @@ class LlamaCpp:
         for key, description in fields(req.schema, NUMBER_TYPES):
             kept.setdefault(key, set()).update(kept_scales(key, description))
         dates = {key: fmt for key, d in fields(req.schema, ("string",)) if (fmt := date_format(d))}
+        names, name_keys = constants(req.schema)
+        units = {
+            key: (unit, kind == "integer")
+            for kind in NUMBER_TYPES
+            for key, d in fields(req.schema, (kind,))
+            if (unit := field_unit(key, d))
+        }
         return ValueBias(
             source,
             copy=copy,
@@ -674,6 +688,10 @@ class LlamaCpp:
             kept_scales=kept,
             siblings=number_siblings(req.schema),
             date_formats=dates,
+            units=units,
+            series=string_series(req.schema),
+            constants=names,
+            constant_keys=name_keys,
             objects=object_keys(req.schema) if self._check_optional else (),
         )
 
