@@ -289,7 +289,7 @@ class ValueBias:
             if string is None:
                 return False
             value = string.group(1)
-            if own_name(value, field.group(1)) or self._constant(value):
+            if own_name(value, field.group(1), *self._constants):
                 return False  # "method_used": "method" is no value
             return self._text.match(value, True) or said(value, self._text.source)
         if rest[:1] in NUMBER_START:
@@ -518,13 +518,13 @@ class ValueBias:
         spans = self._text.where(value, True)
         return frozenset(at for at in spans if cut_short(source, self._names, at, at + len(value)))
 
-    def _into_date(self, value: str, whole: bool) -> bool:
-        """Whether the string span `value` runs on into a date of the messages, in a field that
-        asks for no date format ("London 2022/08/16": the date is no part of a place)."""
-        if self._cursor.key in self._date_formats or not self._dates:
+    def _into_date(self, value: str, starts: Collection[int]) -> bool:
+        """Whether the string span `value`, where it starts at `starts`, runs on into a date
+        of the messages, in a field that asks for no date format ("London 2022/08/16": the
+        date is no part of a place)."""
+        if self._cursor.key in self._date_formats:
             return False
-        spans = self._text.where(value, whole)
-        return any(at < d.start <= at + len(value) for at in spans for d in self._dates)
+        return any(at < d.start <= at + len(value) for at in starts for d in self._dates)
 
     def _uncopied(self, value: str, key: str, bare: bool) -> bool:
         """Whether a string value gets no copy bias: a number, in a field next to number
@@ -532,15 +532,8 @@ class ValueBias:
         field's own name ("slope_type": "slope") or of a constant of the schema, such as
         the tool's name ("team": "NFL" for `nfl_data.player_record`), except in a field
         that is such a constant itself (`tool`: the name is chosen as it always was)."""
-        return (
-            (bare and value.isdigit())
-            or own_name(value, key)
-            or (key not in self._constant_keys and self._constant(value))
-        )
-
-    def _constant(self, value: str) -> bool:
-        """Whether a string value is made only of words of a constant of the schema."""
-        return any(own_name(value, c) for c in self._constants)
+        names = () if key in self._constant_keys else self._constants
+        return (bare and value.isdigit()) or own_name(value, key, *names)
 
     def _mention(self, key: str) -> int:
         found = self._mentions.get(key)
@@ -581,23 +574,25 @@ class ValueBias:
             earliest = self._earliest(pieces) if cursor.key in self._series and not cursor.value else None
             for token, piece in pieces.items():
                 hit = cursor.candidate(piece)
-                if hit is not None and not hit[2] and self._uncopied(hit[0], cursor.key, bare):
+                if hit is None:
+                    if stay:
+                        logits[token] -= self._copy
                     continue
-                if (
-                    hit is not None
-                    and (self._numbers if hit[2] else self._text).match(hit[0], hit[1])
-                    and (hit[2] or not self._into_date(hit[0], hit[1]))
-                ):
-                    if hit[2]:
-                        more = self._named(cursor.key, *hit[:2]) + self._first(cursor.key, *hit[:2])
+                value, whole, number = hit
+                if not number and self._uncopied(value, cursor.key, bare):
+                    continue
+                copies = (self._numbers if number else self._text).match(value, whole)
+                starts = self._text.where(value, whole) if copies and not number else []
+                if copies and (number or not self._into_date(value, starts)):
+                    if number:
+                        more = self._named(cursor.key, value, whole) + self._first(cursor.key, value, whole)
                     else:
-                        starts = self._text.where(hit[0], hit[1])
-                        more = int(hit[0] != cursor.value and any(at in short for at in starts))
+                        more = int(value != cursor.value and any(at in short for at in starts))
                         more += int(earliest in starts)
                     logits[token] += self._copy * (1 + more)
                 elif stay:
                     logits[token] -= self._copy
-                elif hit is not None and hit[2] and self._numbers.taken(hit[0], hit[1]):
+                elif number and self._numbers.taken(value, whole):
                     logits[token] -= self._copy  # a number given once is not written twice
             if cursor.at_literal and (told := self._mention(cursor.key)):
                 literal = "true" if told > 0 else "false"

@@ -14,16 +14,24 @@ NUMBER_TYPES = ("number", "integer")
 """The JSON Schema types of a number field."""
 
 
-def _objects(schema: object) -> Iterator[dict[str, Any]]:
-    """Each object of a JSON Schema with `properties`, at any depth."""
+def _nodes(schema: object) -> Iterator[dict[str, Any]]:
+    """Each schema (dict) in a JSON Schema, at any depth."""
     if isinstance(schema, dict):
-        if isinstance(schema.get("properties"), dict):
-            yield schema
+        yield schema
         for value in schema.values():
-            yield from _objects(value)
+            yield from _nodes(value)
     elif isinstance(schema, list):
         for value in schema:
-            yield from _objects(value)
+            yield from _nodes(value)
+
+
+def _objects(schema: object) -> Iterator[dict[str, Any]]:
+    """Each object of a JSON Schema with `properties`, at any depth."""
+    return (node for node in _nodes(schema) if isinstance(node.get("properties"), dict))
+
+
+def _constant(node: object) -> bool:
+    return isinstance(node, dict) and isinstance(node.get("const"), str)
 
 
 def _typed(properties: dict[str, Any], types: Sequence[str]) -> Iterator[tuple[str, str]]:
@@ -64,29 +72,9 @@ def string_series(schema: object) -> set[str]:
 def constants(schema: object) -> tuple[set[str], set[str]]:
     """The string constants of a JSON Schema (`"const": "get_weather"`: a tool's name), at any
     depth, and the keys of the properties that are such a constant (`tool`)."""
-    found: set[str] = set()
-    keys: set[str] = set()
-    if isinstance(schema, dict):
-        if isinstance(schema.get("const"), str):
-            found.add(schema["const"])
-        for key, prop in _properties(schema):
-            if isinstance(prop, dict) and isinstance(prop.get("const"), str):
-                keys.add(key)
-        for value in schema.values():
-            more, more_keys = constants(value)
-            found |= more
-            keys |= more_keys
-    elif isinstance(schema, list):
-        for value in schema:
-            more, more_keys = constants(value)
-            found |= more
-            keys |= more_keys
+    found = {node["const"] for node in _nodes(schema) if _constant(node)}
+    keys = {key for node in _objects(schema) for key, prop in node["properties"].items() if _constant(prop)}
     return found, keys
-
-
-def _properties(node: dict[str, Any]) -> list[tuple[str, Any]]:
-    properties = node.get("properties")
-    return list(properties.items()) if isinstance(properties, dict) else []
 
 
 def object_keys(schema: object) -> list[tuple[list[str], set[str]]]:

@@ -393,11 +393,11 @@ def in_series(key: str, others: Collection[str]) -> bool:
     return marked and any(o != key and rest(o) == (mine, True) for o in others)
 
 
-def own_name(value: str, key: str) -> bool:
+def own_name(value: str, *keys: str) -> bool:
     """Whether a string value is made only of words of its field's name
-    (`"method_used": "method"`)."""
+    (`"method_used": "method"`), or of one of the other names given."""
     words = {w.lower() for w in _VALUE_WORD.findall(value)}
-    return bool(words) and words <= _name_words(key)
+    return bool(words) and any(words <= _name_words(key) for key in keys)
 
 
 def _kind(c: str) -> str:
