@@ -1,4 +1,4 @@
-"""Loop overhead per turn: aerix against pydantic-ai, the OpenAI Agents SDK and smolagents.
+"""Loop overhead per turn: aerix against pydantic-ai, the OpenAI Agents SDK, smolagents and a floor.
 
 Every library plays the same scenario (see `_peers/scenario.py`): one tool
 `add(a: int, b: int) -> int`, and a scripted model that calls it once in each
@@ -12,11 +12,13 @@ the final text), so a broken run cannot look fast.
 `add` is measured twice: as a plain function (which aerix, pydantic-ai and the
 OpenAI Agents SDK all run on a worker thread, so each call pays a thread hop)
 and as a coroutine function (awaited on the loop). smolagents is synchronous,
-runs only plain functions and calls them inline, so it has one row.
+runs only plain functions and calls them inline, so it has one row. The
+hand-written floor (`floor`) is the least code that plays the scenario: what is
+left of any loop, so a row divided by it is that library's own cost.
 
 Run from the repository root:
 
-    python bench/loop_overhead.py [--reps 40] [--only aerix smolagents ...]
+    python bench/loop_overhead.py [--reps 40] [--only aerix floor smolagents ...]
         [--tools def 'async def'] [--no-write] [--profile]
 
 It prints the table and writes it to the `loop_overhead` section of
@@ -62,9 +64,11 @@ from _peers.scenario import (
 
 TARGET = 10.0
 """aerix should have at least this many times less overhead than the fastest peer."""
+FLOOR_TARGET = 15.0
+"""aerix with a plain-function tool should have at most this many times the floor's overhead."""
 
 
-def aerix_contender(kind: ToolKind = "def", *, bare: bool = False) -> Contender:
+def aerix_contender(kind: ToolKind = "def", *, bare: bool = False, traced: bool = False) -> Contender:
     """The aerix side: `Agent(model=ScriptedModel(texts), tools=[add])`, `await agent.ask()`.
 
     Args:
@@ -72,6 +76,8 @@ def aerix_contender(kind: ToolKind = "def", *, bare: bool = False) -> Contender:
         bare: Use `BareModel` (which only streams the texts, like the peers' fakes)
             instead of `ScriptedModel` (which also records every call and estimates
             token counts over the whole conversation).
+        traced: Trace each run with `aerix.otel.instrument`, the SDK's
+            `TracerProvider` exporting every span to memory (the spans are checked).
     """
     from aerix import Agent, tool
     from aerix.testing import ScriptedModel
@@ -80,26 +86,83 @@ def aerix_contender(kind: ToolKind = "def", *, bare: bool = False) -> Contender:
     texts = [json.dumps({"calls": [{"tool": "add", "input": call_input(i)}]}) for i in range(CALL_TURNS)]
     texts.append(json.dumps({"final": FINAL}))
     model_class = BareModel if bare else ScriptedModel
+    spans = _span_memory() if traced else None
 
     def prepare() -> Trial:
         agent = Agent(model=model_class(texts), tools=[add], limits={"turns": MAX_TURNS})
+
+        def run() -> Any:
+            return agent.ask(PROMPT)
+
+        if spans is not None:
+            run = spans.traced(run)
 
         def check(answer: Any) -> None:
             results = [
                 ev.text for ev in answer.events if ev.type == "result" and ev.tool == "add" and not ev.error
             ]
             expect_results("aerix", results, answer.text)
+            if spans is not None:
+                spans.check()
 
-        return Trial(run=lambda: agent.ask(PROMPT), awaits=True, check=check)
+        return Trial(run=run, awaits=True, check=check)
 
     model = "BareModel" if bare else "ScriptedModel"
+    how = f"Agent(model={model}(texts), tools=[tool(add)]); await agent.ask()"
+    if traced:
+        how = f"aerix.otel.instrument(tracer_provider=<SDK, in-memory exporter>); {how}"
     return Contender(
-        name=f"aerix ({model})",
+        name=f"aerix ({model}{', traced' if traced else ''})",
         version=_aerix_version(),
         tool=kind,
-        how=f"Agent(model={model}(texts), tools=[tool(add)]); await agent.ask()",
+        how=how,
         prepare=prepare,
     )
+
+
+@dataclass
+class _SpanMemory:
+    """The SDK's `TracerProvider` with an in-memory exporter, for the traced aerix row."""
+
+    provider: Any
+    exporter: Any
+
+    def traced(self, run: Callable[[], Any]) -> Callable[[], Any]:
+        """`run`, instrumented: the observer is added before the clock starts and removed at the end."""
+        import aerix.otel
+
+        self.exporter.clear()
+        undo = aerix.otel.instrument(tracer_provider=self.provider)
+
+        async def traced_run() -> Any:
+            try:
+                return await run()
+            finally:
+                undo()  # the other contenders' runs stay untraced
+
+        return traced_run
+
+    def check(self) -> None:
+        """Raise unless the run made its spans: one run, a generation per turn, a call per call turn."""
+        names = [s.name for s in self.exporter.get_finished_spans()]
+        want = {"invoke_agent": 1, "chat ScriptedModel": TURNS, "execute_tool add": CALL_TURNS}
+        got = {name: names.count(name) for name in want}
+        if got != want or len(names) != sum(want.values()):
+            raise AssertionError(f"aerix (traced): expected spans {want}, got {got} of {len(names)}")
+
+
+def _span_memory() -> _SpanMemory:
+    """Raises ImportError without `opentelemetry-sdk` (the row is then skipped)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import aerix.otel  # noqa: F401  (its ImportError, if any, skips the row too)
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return _SpanMemory(provider=provider, exporter=exporter)
 
 
 class BareModel:
@@ -114,6 +177,55 @@ class BareModel:
 
         yield Delta(text=next(self._texts))
         yield Delta(done=True, finish="stop", usage=Usage(prompt_tokens=1, completion_tokens=1))
+
+
+def floor_contender(kind: ToolKind = "def") -> Contender:
+    """The hand-written floor: the least an asyncio program does to play the scenario.
+
+    One coroutine streams each text from `BareModel`, parses it with `json.loads`, calls
+    `add` (awaited if it is a coroutine function, else called inline: no thread hop), and
+    appends the turn and the result to a list of messages. No checks, no events, no hooks:
+    what is left of any loop, so a library's row divided by it is its own cost.
+    """
+    add = add_tool(kind)
+    texts = [json.dumps({"calls": [{"tool": "add", "input": call_input(i)}]}) for i in range(CALL_TURNS)]
+    texts.append(json.dumps({"final": FINAL}))
+    is_async = kind == "async def"
+
+    def prepare() -> Trial:
+        model = BareModel(texts)
+
+        async def run() -> tuple[list[Any], str]:
+            messages: list[dict[str, str]] = [{"role": "user", "content": PROMPT}]
+            results: list[Any] = []
+            for _ in range(MAX_TURNS):
+                text = "".join([d.text async for d in model.chat(messages)])
+                messages.append({"role": "assistant", "content": text})
+                turn = json.loads(text)
+                if "final" in turn:
+                    return results, turn["final"]
+                call = turn["calls"][0]
+                value = await add(**call["input"]) if is_async else add(**call["input"])
+                results.append(value)
+                messages.append({"role": "user", "content": f"Results:\n{value}"})
+            raise RuntimeError("the floor's scenario had no final")
+
+        def check(outcome: tuple[list[Any], str]) -> None:
+            expect_results(FLOOR, *outcome)
+
+        return Trial(run=run, awaits=True, check=check)
+
+    return Contender(
+        name=FLOOR,
+        version=f"Python {sys.version.split()[0]}",
+        tool=kind,
+        how="one coroutine: stream the text, json.loads, call add (inline if a plain function), append",
+        prepare=prepare,
+    )
+
+
+FLOOR = "hand-written floor"
+"""The name of the floor's rows."""
 
 
 def _aerix_version() -> str:
@@ -135,6 +247,8 @@ def _peer(module: str) -> Callable[[ToolKind], Contender]:
 LOADERS: dict[str, Callable[[ToolKind], Contender]] = {
     "aerix": aerix_contender,
     "aerix-bare": functools.partial(aerix_contender, bare=True),
+    "aerix-traced": functools.partial(aerix_contender, traced=True),
+    "floor": floor_contender,
     "pydantic-ai": _peer("pydantic_ai_peer"),
     "openai-agents": _peer("openai_agents_peer"),
     "smolagents": _peer("smolagents_peer"),
@@ -247,6 +361,10 @@ def _is_aerix(c: Contender) -> bool:
     return c.name.startswith("aerix")
 
 
+def _is_peer(c: Contender) -> bool:
+    return not _is_aerix(c) and c.name != FLOOR
+
+
 def _find(timings: list[Timings], name: str, kind: ToolKind) -> Timings | None:
     return next((t for t in timings if t.contender.name == name and t.contender.tool == kind), None)
 
@@ -280,21 +398,29 @@ def verdicts(timings: list[Timings]) -> list[str]:
     for base in (t for t in timings if _is_aerix(t.contender)):
         kind = base.contender.tool
         peers = [
-            t
-            for t in timings
-            if not _is_aerix(t.contender) and (kind == "async def" or t.contender.tool == "def")
+            t for t in timings if _is_peer(t.contender) and (kind == "async def" or t.contender.tool == "def")
         ]
-        if not peers:
-            continue
-        fastest = min(peers, key=lambda t: t.median)
-        ratio = fastest.median / base.median
-        met = "met" if ratio >= TARGET else "**not met**"
-        lines.append(
-            f"- {base.contender.name}, `{kind}` tool ({base.median:.1f} µs/turn): the fastest "
-            f"peer, {fastest.contender.name} with `{fastest.contender.tool}` "
-            f"({fastest.median:.1f} µs/turn), has {ratio:.1f}× its overhead "
-            f"(target ≥ {TARGET:.0f}×: {met})."
-        )
+        if peers:
+            fastest = min(peers, key=lambda t: t.median)
+            ratio = fastest.median / base.median
+            met = "met" if ratio >= TARGET else "**not met**"
+            lines.append(
+                f"- {base.contender.name}, `{kind}` tool ({base.median:.1f} µs/turn): the fastest "
+                f"peer, {fastest.contender.name} with `{fastest.contender.tool}` "
+                f"({fastest.median:.1f} µs/turn), has {ratio:.1f}× its overhead "
+                f"(target ≥ {TARGET:.0f}×: {met})."
+            )
+        floor = _find(timings, FLOOR, kind)
+        if floor is not None:
+            times = base.median / floor.median
+            target = ""
+            if kind == "def":
+                met = "met" if times <= FLOOR_TARGET else "**not met**"
+                target = f" (target ≤ {FLOOR_TARGET:.0f}×: {met})"
+            lines.append(
+                f"- {base.contender.name}, `{kind}` tool: {times:.1f}× the overhead of the "
+                f"hand-written floor with the same `add` ({floor.median:.1f} µs/turn){target}."
+            )
     return lines
 
 
@@ -326,10 +452,22 @@ text. Each library is used in its most direct documented way:
 the OpenAI Agents SDK run a plain-function tool on a worker thread (so it cannot block the
 event loop), which costs a thread hop per call; a coroutine tool is awaited on the loop.
 smolagents is synchronous, takes only plain functions and calls them inline, so it has one row.
+The **hand-written floor** plays the same scenario with the least code an asyncio program
+needs: one coroutine streams each text from `BareModel`, parses it with `json.loads`, calls
+`add` (inline if it is a plain function: no thread hop) and appends the turn and the result to
+a list of messages; no checks, no events. A row divided by the floor is that library's own cost.
+The `def` rows vary the most from run to run: each call wakes a worker thread and then the
+loop's thread, and on a virtual machine such a wake-up takes much longer when the other core
+is idle (compare p10 with the median).
 aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
 messages and estimates token counts over the whole conversation on every turn, and with
 `BareModel`, a five-line model that only streams the texts, like the peers' fakes; the
 difference is the test double's own work, not the loop's.
+**aerix (ScriptedModel, traced)** is the same run under `aerix.otel.instrument` with the
+OpenTelemetry SDK's `TracerProvider` exporting every span to memory through a
+`SimpleSpanProcessor` (each run is checked for its {TURNS} generation spans, {CALL_TURNS} tool
+spans and run span): the cost of tracing, side by side with the same run not instrumented,
+where the loop hands its events on through no tracing code at all.
 
 Machine: {_report.machine()}
 
@@ -365,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(timings))
     lines = verdicts(timings)
     print("\n".join(["", *lines]))
-    if not lines:
+    if not any(_is_aerix(t.contender) for t in timings) or not any(_is_peer(t.contender) for t in timings):
         print("not writing docs/benchmarks.md: it needs aerix and at least one peer")
     elif not args.no_write:
         path = _report.write_section("loop_overhead", markdown(timings, args.reps, args.warmup))

@@ -7,7 +7,10 @@ import gc
 import threading
 import weakref
 
+import pytest
+
 from aerix import AbortController, AbortSignal
+from aerix._guard import Aborted, Guard
 
 
 def test_abort_once_with_reason() -> None:
@@ -104,3 +107,49 @@ def test_concurrent_aborts_fire_callbacks_once() -> None:
     for t in threads:
         t.join()
     assert len(hits) == 50
+
+
+# -- the run's guard (`aerix._guard`): an abort cancels the await in progress, never the consumer
+
+
+async def test_the_guard_cancels_an_armed_await_and_owns_that_cancellation() -> None:
+    controller = AbortController()
+    guard = Guard(controller.signal)
+    owned: list[bool] = []
+
+    async def armed_wait() -> None:
+        guard.arm()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            owned.append(guard.owns_cancel())
+            raise
+
+    task = asyncio.create_task(armed_wait())
+    await asyncio.sleep(0)
+    controller.abort()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert owned == [True] and task.cancelling() == 0  # undone: the run turns it into end(abort)
+    guard.close()
+
+
+async def test_a_disarmed_guard_cancels_nothing_and_an_abort_is_seen_at_the_next_arm() -> None:
+    controller = AbortController()
+    guard = Guard(controller.signal)
+    guard.arm()
+    guard.disarm()  # the consumer has an event
+    controller.abort()
+    await asyncio.sleep(0.01)  # the consumer's own await: not cancelled
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+    with pytest.raises(Aborted):
+        guard.arm()
+    guard.close()
+    assert controller.signal._callbacks == []
+
+
+async def test_a_closed_guard_leaves_no_callback_on_a_long_lived_signal() -> None:
+    shared = AbortController()  # e.g. an app's shutdown switch, followed by many runs
+    for _ in range(3):
+        Guard(shared.signal).close()
+    assert shared.signal._callbacks == []

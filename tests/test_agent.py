@@ -28,6 +28,7 @@ from aerix import (
     UsageEvent,
     tool,
 )
+from aerix.agent import Answer
 from aerix.testing import Cut, Fail, NoDone, ScriptedModel, Stall
 from aerix.turn import turn_schema
 
@@ -441,6 +442,20 @@ async def test_engine_failures_end_with_error(step: Any, message: str) -> None:
     assert not agent.busy
 
 
+async def test_a_delta_without_a_done_flag_still_streams_its_text_then_ends_with_error() -> None:
+    class TextOnly:
+        text = "hi"
+
+    async def chat(messages: Any, opts: Any = None) -> Any:
+        yield TextOnly()
+
+    events = await events_of(Agent(model=RawModel(chat)))
+    assert events == [
+        TextEvent(text="hi"),
+        EndEvent(reason="error", message="AttributeError: 'TextOnly' object has no attribute 'done'"),
+    ]
+
+
 async def test_script_exhausted_is_an_engine_error() -> None:
     agent, _ = agent_with()
     events = await events_of(agent)
@@ -530,6 +545,92 @@ def test_bad_prompt_or_signal() -> None:
         agent.run("x", signal=AbortController())  # type: ignore[arg-type]
     with pytest.raises(AerixError, match="prompt must be a string"):
         agent.ask_sync(None)  # type: ignore[arg-type]
+
+
+async def refusals(agent: Agent, prompt: str) -> list[AerixError]:
+    """What each of the four entry points raises for `prompt` (each must raise)."""
+    errors: list[AerixError] = []
+    for start in (agent.run, agent.run_sync, agent.ask_sync):
+        with pytest.raises(AerixError) as info:
+            start(prompt)
+        errors.append(info.value)
+    with pytest.raises(AerixError) as info:
+        await agent.ask(prompt)
+    return [*errors, info.value]
+
+
+@pytest.mark.parametrize("prompt", ["", " ", "\n\t  \r", "\u3000\u00a0"])
+async def test_an_empty_or_blank_prompt_is_refused_by_run_ask_and_their_sync_forms(prompt: str) -> None:
+    agent, model = agent_with(final())
+    for error in await refusals(agent, prompt):
+        assert error.kind == "options"
+        assert error.message == f"the prompt is empty ({prompt!r}); give the model a question or a task"
+    assert model.calls == [] and agent.messages == () and not agent.busy
+    assert (await agent.ask("a real question")).text == "Yes"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "start"),
+    [
+        ("hi \ud800", "prompt[3] is '\\ud800', a lone surrogate that UTF-8 cannot encode; remove it"),
+        ("\udfff and more", "prompt[0] is '\\udfff', a lone surrogate that UTF-8 cannot encode"),
+        ("Grüß \udc80", "prompt[5] is '\\udc80', a lone surrogate"),
+        ("é \ud83d\ude00!", "prompt[2:4] is '\\ud83d\\ude00', a UTF-16 surrogate pair that UTF-8 cannot"),
+    ],
+)
+async def test_a_prompt_that_utf8_cannot_encode_is_refused_naming_the_character(
+    prompt: str, start: str
+) -> None:
+    agent, model = agent_with(final())
+    for error in await refusals(agent, prompt):
+        assert error.kind == "options" and error.message.startswith(start), error.message
+    assert model.calls == [] and not agent.busy
+
+
+def test_the_fixes_the_surrogate_messages_name_work() -> None:
+    assert "hi \ud800".encode("utf-8", "replace").decode() == "hi ?"
+    assert "é \ud83d\ude00!".encode("utf-16", "surrogatepass").decode("utf-16") == "é 😀!"
+    agent, _ = agent_with()
+    with pytest.raises(AerixError) as info:
+        agent.run("é \ud83d\ude00!")
+    assert "text.encode('utf-16', 'surrogatepass').decode('utf-16')" in info.value.message
+    with pytest.raises(AerixError) as info:
+        agent.run("hi \ud800")
+    assert "text.encode('utf-8', 'replace').decode()" in info.value.message
+
+
+async def test_a_prompt_of_any_other_text_goes_through() -> None:
+    agent, model = agent_with(final(), final())
+    for prompt in ("Grüß dich 😀 ✓", " x "):
+        assert (await agent.ask(prompt)).text == "Yes"
+    assert [c.messages[-1]["content"] for c in model.calls] == ["Grüß dich 😀 ✓", " x "]
+
+
+async def test_an_on_final_continue_text_that_utf8_cannot_encode_ends_the_run_with_error() -> None:
+    agent, model = agent_with(
+        final("a"), final("b"), hooks={"on_final": lambda t: {"continue": "more \udc80"}}
+    )
+    events = await events_of(agent)
+    assert events[-1] == EndEvent(
+        reason="error",
+        message="hook on_final: the continue text[5] is '\\udc80', a lone surrogate that UTF-8 cannot "
+        "encode; remove it, or replace it and any other: text.encode('utf-8', 'replace').decode()",
+    )
+    assert len(model.calls) == 1 and agent.messages == () and not agent.busy
+
+
+async def test_an_answer_prints_short_and_keeps_its_equality() -> None:
+    agent, _ = agent_with(call(), final("x" * 200))
+    answer = await agent.ask("q")
+    assert repr(answer) == (
+        f"Answer(text='{'x' * 59}…', events=<8 events: 2 text, 2 usage, turn, call, result, final>)"
+    )
+    assert str(answer) == repr(answer)
+    assert answer == Answer(text="x" * 200, events=answer.events)
+    assert answer != Answer(text="x" * 199, events=answer.events)
+    short, _ = agent_with(final("391"))
+    assert repr(await short.ask("q")) == "Answer(text='391', events=<3 events: text, usage, final>)"
+    assert repr(Answer(text="", events=())) == "Answer(text='', events=<0 events>)"
 
 
 # -- tool_choice --------------------------------------------------------------------------------
@@ -696,7 +797,10 @@ async def test_sync_wrappers_inside_a_running_loop() -> None:
     agent, _ = agent_with(call(), final("nb"))
     # as in a notebook: the loop runs, and sync code calls ask_sync
     assert agent.ask_sync("q").text == "nb"
-    assert [e.type for e in agent.run_sync("q2")] == ["end"] or True  # script exhausted → error end
+    # the script is used up: the run still ends, with the engine's error, and frees the agent
+    assert list(agent.run_sync("q2")) == [
+        EndEvent(reason="error", message="RuntimeError: ScriptedModel: no script entry left for generation 3")
+    ]
     assert not agent.busy
 
 

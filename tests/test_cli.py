@@ -291,10 +291,18 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
 
     requests: ClassVar[list[dict[str, Any]]] = []
     turn = '{"final":"from the server"}'
+    refuse: ClassVar[tuple[str, ...]] = ()
+    """`response_format` types answered with llama-cpp-python's server's HTTP 500."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         self.requests.append({"path": self.path, "auth": self.headers.get("authorization"), "body": body})
+        if body.get("response_format", {}).get("type") in self.refuse:
+            self._send(500, {"error": {"message": REFUSAL}})
+            return
+        if not self.path.startswith("/v1/"):
+            self._send(404, {"detail": "Not Found"})
+            return
         chunks = [{"choices": [{"index": 0, "delta": {"content": self.turn}, "finish_reason": None}]}]
         chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         usage = {"prompt_tokens": 50, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 32}}
@@ -305,13 +313,29 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
         for data in [*map(json.dumps, chunks), "[DONE]"]:
             self.wfile.write(f"data: {data}\n\n".encode())
 
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
+)
+"""How llama-cpp-python's server refuses a `json_schema` response format (HTTP 500)."""
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
     _FakeOpenAI.requests = []
+    _FakeOpenAI.refuse = ()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -360,6 +384,86 @@ def test_server_usage_errors(argv: list[str], message: str, capsys: pytest.Captu
     assert capsys.readouterr().err.startswith(message)
 
 
+def test_a_server_that_refuses_json_schema_is_answered_in_json_object_with_a_note(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _FakeOpenAI.refuse = ("json_schema",)
+    assert cli.main(["run", "hi", "--server", server, "--model", "m"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == (
+        f"note: server {server} refused the json_schema response format (HTTP 500); this engine uses "
+        "--dialect json_object from now on (pass --dialect json_object to skip this check)"
+    )
+    assert lines[1] == "✓ final: from the server"
+    assert [r["body"]["response_format"]["type"] for r in _FakeOpenAI.requests] == [
+        "json_schema",
+        "json_object",
+    ]
+    assert err == ""
+
+    _FakeOpenAI.requests = []
+    assert cli.main(["run", "hi", "--server", server, "--model", "m", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert _events(out)[-1]["type"] == "final"  # stdout: only the events
+    assert err.startswith(f"aerix: note: server {server} refused the json_schema response format")
+    assert "--dialect json_object from now on" in err
+
+
+def test_an_explicit_dialect_is_kept_and_the_hint_names_the_flag(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _FakeOpenAI.refuse = ("json_schema",)
+    argv = ["run", "hi", "--server", server, "--model", "m", "--dialect", "json_schema"]
+    assert cli.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "✗ end (error): EngineError: server " in out and "answered HTTP 500" in out
+    assert "the server may not accept --dialect json_schema: try --dialect json_object" in out
+    assert "or --dialect none" in out
+    assert "dialect='" not in out
+    assert len(_FakeOpenAI.requests) == 1
+
+    assert cli.main([*argv, "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert "try dialect='json_object'" in _events(out)[-1]["message"]  # the event as the library wrote it
+    assert err.startswith("aerix: the run ended without a final (error): EngineError: server ")
+    assert "try --dialect json_object" in err and "dialect='" not in err
+
+
+def test_a_wrong_server_path_hint_names_server_and_model(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "hi", "--server", server.removesuffix("/v1"), "--model", "big-model"]) == 1
+    out = capsys.readouterr().out
+    assert "answered HTTP 404" in out
+    assert "check --server URL (it usually ends in /v1) and --model 'big-model'" in out
+
+
+@pytest.mark.parametrize(
+    ("library", "command"),
+    [
+        (
+            "the server may not accept dialect='json_schema': try dialect='json_object' (llama-cpp-python's "
+            "server) or dialect='none'",
+            "the server may not accept --dialect json_schema: try --dialect json_object (llama-cpp-python's "
+            "server) or --dialect none",
+        ),
+        (
+            "check base_url (it usually ends in /v1) and model='qwen'",
+            "check --server URL (it usually ends in /v1) and --model 'qwen'",
+        ),
+        (
+            "answered HTTP 401: 'bad key'; check api_key",
+            "answered HTTP 401: 'bad key'; check --api-key (or $AERIX_API_KEY)",
+        ),
+        ("overloaded: raise retries or add replicas", "overloaded: try again later or add replicas"),
+        ("no final after 3 generations (limits.turns)", "no final after 3 generations (limits.turns)"),
+    ],
+)
+def test_cli_hints_spell_the_engines_options_as_flags(library: str, command: str) -> None:
+    assert cli.cli_hints(library) == command
+
+
 def test_an_unreachable_server_ends_the_run_with_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 
@@ -368,7 +472,71 @@ def test_an_unreachable_server_ends_the_run_with_an_error(capsys: pytest.Capture
         port = sock.getsockname()[1]
     argv = ["run", "hi", "--server", f"http://127.0.0.1:{port}/v1", "--model", "m"]
     assert cli.main(argv) == 1
-    assert "✗ end (error): " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "✗ end (error): " in out
+    assert "is the server running at this --server URL?" in out
+
+
+# -- --threads -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """`aerix.load` replaced: each call is recorded and gives a scripted model."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def load(name: str, **kwargs: Any) -> ScriptedModel:
+        seen.append((name, kwargs))
+        return ScriptedModel(['{"final":"ok"}'])
+
+    monkeypatch.setattr(aerix, "load", load)
+    return seen
+
+
+def test_threads_reach_the_local_engine_in_run_and_chat(
+    loads: list[tuple[str, dict[str, Any]]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert cli.main(["run", "hi", "--threads", "3"]) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("hi\n"))
+    assert cli.main(["chat", "--threads", "1", "--model", "other.gguf"]) == 0
+    assert cli.main(["run", "hi"]) == 0
+    assert loads == [
+        (cli.DEFAULT_MODEL, {"n_threads": 3}),
+        ("other.gguf", {"n_threads": 1}),
+        (cli.DEFAULT_MODEL, {}),  # the engine's default threads
+    ]
+    assert capsys.readouterr().out.count("✓ final: ok") == 3
+
+
+def test_threads_reach_the_playgrounds_engine(
+    loads: list[tuple[str, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aerix.playground
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(aerix.playground, "serve", lambda **kw: seen.update(kw))
+    assert cli.main(["playground", "--threads", "2", "--port", "0"]) == 0
+    assert loads == [(cli.DEFAULT_MODEL, {"n_threads": 2})]
+    assert isinstance(seen["model"], ScriptedModel)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many", "1.5", ""])
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"], ["playground"]])
+def test_bad_threads_are_refused_by_argparse(
+    command: list[str], value: str, loads: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([*command, "--threads", value]) == 2
+    err = capsys.readouterr().err
+    assert f"argument --threads: must be a whole number of threads >= 1, got {value!r}" in err
+    assert loads == []
+
+
+def test_threads_with_a_server_are_refused(loads: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "hi", "--server", "http://127.0.0.1:1/v1", "--model", "m", "--threads", "2"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.startswith("aerix: error: --threads only applies to the local engine")
 
 
 # -- the local model -------------------------------------------------------------------

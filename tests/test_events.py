@@ -59,3 +59,38 @@ def test_types_and_match() -> None:
 def test_type_cannot_be_passed() -> None:
     with pytest.raises(TypeError):
         FinalEvent(type="end", text="x")  # type: ignore[call-arg]
+
+
+def test_reprs_are_short_and_leave_out_the_type() -> None:
+    assert [repr(e) for e in EVENTS] == [
+        "TextEvent(text='{')",
+        "UsageEvent(prompt_tokens=10, completion_tokens=2, cached_tokens=8)",
+        "TurnEvent(turn=1, calls=(Call(id='call_1', tool='t', input={'a': 1}),), thought='hm')",
+        "CallEvent(id='call_1', tool='t', input={'a': 1})",
+        "ResultEvent(id='call_1', tool='t', text='ok', error=False)",
+        "RetryEvent(turn=2, reason='not JSON')",
+        "FinalEvent(text='done', thought=None)",
+        "EndEvent(reason='abort', message='aborted')",
+    ]
+    assert repr(Call(id="call_1", tool="t", input={})) == "Call(id='call_1', tool='t', input={})"
+
+
+def test_long_values_are_cut_with_an_ellipsis_in_the_repr_only() -> None:
+    text = "y" * 500
+    ev = ResultEvent(id="call_1", tool="t", text=text)
+    assert repr(ev) == f"ResultEvent(id='call_1', tool='t', text='{'y' * 59}…', error=False)"
+    assert ev.text == text and ev.to_dict()["text"] == text
+    big = CallEvent(id="call_2", tool="t", input={f"k{i}": i for i in range(50)})
+    shown = repr(big)
+    assert shown.startswith("CallEvent(id='call_2', tool='t', input={'k0': 0, 'k1': 1,") and shown.endswith(
+        "…)"
+    )
+    assert len(shown) < 120
+    many = TurnEvent(turn=1, calls=tuple(Call(id=f"call_{i}", tool="t", input={}) for i in range(8)))
+    assert len(repr(many)) < 140 and repr(many).endswith("…, thought=None)")
+
+
+def test_equality_is_unchanged_by_the_reprs() -> None:
+    assert TextEvent(text="a" * 100) == TextEvent(text="a" * 100)
+    assert TextEvent(text="a" * 100) != TextEvent(text="a" * 99 + "b")  # same repr, not equal
+    assert repr(TextEvent(text="a" * 100)) == repr(TextEvent(text="a" * 99 + "b"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ pytest.importorskip("starlette")
 
 from aerix import Limits, tool
 from aerix.demo_tools import DEMO_TOOLS
+from aerix.model import Delta, Usage
 from aerix.playground import _serve as serve_module
 from aerix.playground import create_app, serve
 from aerix.playground._session import Session
@@ -445,3 +447,179 @@ async def test_a_quiet_stream_gets_keep_alive_comments_and_loses_no_event(
         {"type": "text", "text": '{"final":"'},
         {"type": "end", "reason": "abort", "message": "stopped from the page"},
     ]
+
+
+# -- the engine's progress -------------------------------------------------------------
+
+
+def state(phase: str, **counts: float) -> SimpleNamespace:
+    """A progress object as `LlamaCpp.progress` gives one."""
+    fields = {
+        "prompt_tokens": 0,
+        "cached_tokens": 0,
+        "prefilled_tokens": 0,
+        "generated_tokens": 0,
+        "seconds": 0.0,
+    }
+    return SimpleNamespace(phase=phase, **{**fields, **counts})
+
+
+class Progressing:
+    """A model that reports `progress`: each state (`None`: idle) stays until the stream has read it; then its turn."""
+
+    def __init__(self, states: list[Any], turn: str = FINAL) -> None:
+        self._states = states
+        self._turn = turn
+        self._now: Any = None
+        self._read = asyncio.Event()
+
+    @property
+    def progress(self) -> Any:
+        self._read.set()
+        return self._now
+
+    async def chat(self, messages: list[Any], opts: Any = None) -> AsyncIterator[Delta]:
+        for s in self._states:
+            self._now = s
+            self._read.clear()
+            await asyncio.wait_for(self._read.wait(), 10)
+        yield Delta(text=self._turn)
+        yield Delta(done=True, finish="stop", usage=Usage(prompt_tokens=1100, completion_tokens=9))
+
+
+def progress_frames(text: str) -> list[dict[str, Any]]:
+    return [data for name, data in frames(text) if name == "progress"]
+
+
+async def test_a_run_streams_the_engines_progress_between_its_events(client_for, monkeypatch) -> None:
+    from aerix.playground import _app
+
+    monkeypatch.setattr(_app, "PROGRESS_S", 0.005)
+    states = [
+        state("prefill", prompt_tokens=1100, cached_tokens=45, prefilled_tokens=0, seconds=0.1),
+        state("prefill", prompt_tokens=1100, cached_tokens=45, prefilled_tokens=384, seconds=3.21),
+        state(
+            "decode",
+            prompt_tokens=1100,
+            cached_tokens=45,
+            prefilled_tokens=1055,
+            generated_tokens=12,
+            seconds=4.5,
+        ),
+        None,
+    ]
+    model = Progressing(states)
+    app = create_app(lambda: model, tools=[add])
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "hi"})
+    texts = [p["text"] for p in progress_frames(r.text)]
+    assert texts == [
+        "prefill 0/1055 tokens (45 cached) · 0.1 s",
+        "prefill 384/1055 tokens (45 cached) · 3.2 s",
+        "decoding · 12 tokens · 4.5 s",
+        "",  # idle again: the page hides the line
+    ]
+    second = progress_frames(r.text)[1]
+    assert second == {
+        "type": "progress",
+        "phase": "prefill",
+        "prompt_tokens": 1100,
+        "cached_tokens": 45,
+        "prefilled_tokens": 384,
+        "generated_tokens": 0,
+        "seconds": 3.21,
+        "text": "prefill 384/1055 tokens (45 cached) · 3.2 s",
+    }
+    names = [name for name, _ in frames(r.text)]
+    assert names.index("progress") < names.index("message")  # the prefill shows before any text
+    assert events(r.text)[-1] == {"type": "final", "text": "5", "thought": "2 + 3 is 5"}
+    replay = (await client.get("/api/session")).json()["runs"][0]["events"]
+    assert all(e["type"] != "progress" for e in replay)  # progress is live only, not part of the run
+
+
+async def test_an_unreadable_progress_shows_nothing_and_the_run_goes_on(client_for, monkeypatch) -> None:
+    from aerix.playground import _app
+
+    monkeypatch.setattr(_app, "PROGRESS_S", 0.005)
+    model = Progressing([state("warming-up", seconds=1.0), SimpleNamespace(phase="prefill"), None])
+    app = create_app(lambda: model, tools=[add])
+    r = await client_for(app).post("/api/run", json={"prompt": "hi"})
+    assert progress_frames(r.text) == []
+    assert events(r.text)[-1]["type"] == "final"
+
+
+@pytest.mark.parametrize(
+    ("progress", "text"),
+    [
+        (
+            state("prefill", prompt_tokens=1055, prefilled_tokens=384, seconds=3.2),
+            "prefill 384/1055 tokens · 3.2 s",
+        ),
+        (
+            state("prefill", prompt_tokens=10, cached_tokens=4, prefilled_tokens=9, seconds=1),
+            "prefill 6/6 tokens (4 cached) · 1.0 s",
+        ),
+        (state("decode", generated_tokens=1, seconds=0.04), "decoding · 1 token · 0.0 s"),
+        (state("decode", generated_tokens=12, seconds=4.06), "decoding · 12 tokens · 4.1 s"),
+        (None, None),
+        (state("thinking"), None),
+        (state("decode", seconds=float("nan")), None),
+        (SimpleNamespace(phase="decode", seconds=1.0), None),  # counts missing
+        (state("decode", generated_tokens="many"), None),  # not a count
+    ],
+)
+def test_read_progress_gives_the_pages_line_or_none(progress: Any, text: str | None) -> None:
+    from aerix.playground._progress import read_progress
+
+    got = read_progress(SimpleNamespace(progress=progress))
+    assert (got and got["text"]) == text if text is not None else got is None
+
+
+def test_models_without_progress_or_with_a_broken_one_have_none() -> None:
+    from aerix.playground._progress import has_progress, read_progress
+
+    class Broken:
+        @property
+        def progress(self) -> Any:
+            raise RuntimeError("engine gone")
+
+    assert not has_progress(ScriptedModel())
+    assert read_progress(ScriptedModel()) is None
+    assert has_progress(Broken()) and read_progress(Broken()) is None  # looked up, never read
+    assert has_progress(SimpleNamespace(progress=None))
+
+
+# -- the icon and the public loader ----------------------------------------------------
+
+
+async def test_the_page_links_an_icon_served_at_favicon_ico(scripted, client_for) -> None:
+    app, _ = scripted()
+    client = client_for(app)
+    page = await client.get("/")
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page.text
+    for path in ("/favicon.ico", "/static/favicon.svg"):
+        r = await client.get(path)
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("image/svg+xml")
+        assert r.text.lstrip().startswith("<svg")
+
+
+def test_serve_loads_a_named_model_with_the_public_loader(monkeypatch, capsys) -> None:
+    import uvicorn
+
+    import aerix
+
+    loaded: list[str] = []
+    model = ScriptedModel()
+
+    def load(name: str) -> ScriptedModel:
+        loaded.append(name)
+        return model
+
+    monkeypatch.setattr(aerix, "load", load)
+    monkeypatch.setattr(uvicorn, "Server", FakeServer)
+    serve(model="some-model", port=0, tools=[add])
+    config, (sock,) = FakeServer.seen
+    sock.close()
+    assert loaded == ["some-model"]
+    assert "http://127.0.0.1:" in capsys.readouterr().out

@@ -8,6 +8,7 @@ real model's run (look at it before committing).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -224,6 +226,43 @@ def test_a_reloaded_page_shows_the_conversation_again(browser: Any) -> None:
         page.wait_for_selector(".msg.final")
         assert page.inner_text(".msg.user") == "Hi"
         assert page.inner_text(".msg.final .answer") == "Hello!"
+
+
+class Prefilling:
+    """A model whose `progress` shows a prefill, then a decode, each until the test lets it go on."""
+
+    def __init__(self) -> None:
+        self.progress: Any = None
+        self.go_on = [threading.Event(), threading.Event()]
+
+    async def chat(self, messages: Any, opts: Any = None) -> Any:
+        from aerix.model import Delta
+
+        counts = {"prompt_tokens": 1100, "cached_tokens": 45, "prefilled_tokens": 384, "generated_tokens": 0}
+        self.progress = SimpleNamespace(phase="prefill", seconds=3.2, **counts)
+        await asyncio.to_thread(self.go_on[0].wait, 30)
+        self.progress = SimpleNamespace(phase="decode", seconds=4.1, **{**counts, "generated_tokens": 12})
+        await asyncio.to_thread(self.go_on[1].wait, 30)
+        self.progress = None
+        yield Delta(text='{"final":"done"}')
+        yield Delta(done=True, finish="stop")
+
+
+def test_the_engines_progress_shows_while_the_run_waits_and_the_page_has_an_icon(browser: Any) -> None:
+    model = Prefilling()
+    with served(create_app(lambda: model, tools=TOOLS)) as url, page_at(browser, url) as page:
+        icon = page.evaluate("fetch('/favicon.ico').then(r => [r.status, r.headers.get('content-type')])")
+        assert icon == [200, "image/svg+xml"]
+        assert page.get_attribute("link[rel=icon]", "href") == "/static/favicon.svg"
+        ask(page, "Long prompt")
+        bar = page.wait_for_selector(".run .progress[data-phase=prefill]")
+        assert bar.inner_text() == "prefill 384/1055 tokens (45 cached) · 3.2 s"
+        model.go_on[0].set()
+        page.wait_for_selector(".run .progress[data-phase=decode]")
+        assert page.inner_text(".run .progress") == "decoding · 12 tokens · 4.1 s"
+        model.go_on[1].set()
+        page.wait_for_selector(".msg.final")
+        assert page.locator(".progress").count() == 0  # gone with the run's end
 
 
 def _load_real_model() -> Any:

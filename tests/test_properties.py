@@ -644,8 +644,9 @@ def test_prompts_that_are_not_strings_are_refused(prompt: Any) -> None:
 
 
 @FAST
-@given(st.text(max_size=200))
+@given(st.text(min_size=1, max_size=200).filter(lambda p: not p.isspace()))
 def test_any_string_prompt_reaches_the_model_unchanged(prompt: str) -> None:
+    """Any prompt the agent takes (not empty, not only whitespace: those are refused) is sent as it is."""
     model = ScriptedModel(['{"final":"ok"}'])
     agent = Agent(model=model)
     assert agent.ask_sync(prompt).text == "ok"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
 import json
+import os
 import threading
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
 from _tools import convert, weather
-from aerix import AbortController, AerixError, Field, Tool, ToolContext, tool
+from aerix import AbortController, AerixError, Agent, EndEvent, Field, Tool, ToolContext, tool
+from aerix.testing import ScriptedModel
 from aerix.tools import check_input, cut_result, result_text, run_tool
 
 
@@ -204,6 +208,188 @@ async def test_sync_tools_run_on_a_worker_thread_and_async_tools_are_awaited() -
     assert await run_tool(async_tool, {}, cx()) == ("a", False)
     assert threads[0] != threading.current_thread().name
     assert threads[1] == threading.current_thread().name
+
+
+# -- plain-function tools: the hand-off to a worker thread ---------------------------------
+
+REQUEST = contextvars.ContextVar("REQUEST", default="none")
+
+
+def calling(name: str) -> str:
+    return json.dumps({"calls": [{"tool": name, "input": {}}]})
+
+
+async def test_a_plain_tool_sees_the_callers_context_variables_and_cannot_change_them() -> None:
+    seen: list[str] = []
+
+    @tool
+    def peek() -> str:
+        """Peek."""
+        seen.append(REQUEST.get())
+        REQUEST.set("set by the tool")
+        return "ok"
+
+    token = REQUEST.set("request 42")
+    try:
+        assert await run_tool(peek, {}, cx()) == ("ok", False)
+        assert await run_tool(peek, {}, cx()) == ("ok", False)  # a reused worker: a fresh copy again
+        assert seen == ["request 42", "request 42"] and REQUEST.get() == "request 42"
+    finally:
+        REQUEST.reset(token)
+
+
+async def test_a_plain_tool_never_blocks_the_event_loop() -> None:
+    loop = asyncio.get_running_loop()
+    loop_ran = threading.Event()
+
+    @tool
+    def ask_the_loop() -> str:
+        """Wait for the loop to run a callback: it cannot, if the tool blocks it."""
+        loop.call_soon_threadsafe(loop_ran.set)
+        return "the loop ran" if loop_ran.wait(5) else "the loop was blocked"
+
+    assert await run_tool(ask_the_loop, {}, cx()) == ("the loop ran", False)
+
+
+async def test_sequential_plain_calls_reuse_a_worker_thread() -> None:
+    threads: set[int] = set()
+
+    @tool
+    def where() -> str:
+        """Where."""
+        threads.add(threading.get_ident())
+        return "here"
+
+    for _ in range(20):
+        assert await run_tool(where, {}, cx()) == ("here", False)
+    assert threading.get_ident() not in threads
+    assert len(threads) <= 2  # no thread per call
+
+
+async def test_plain_tools_of_many_agents_run_at_the_same_time() -> None:
+    n = 4
+    barrier = threading.Barrier(n, timeout=5)
+
+    @tool
+    def meet() -> str:
+        """Wait until every agent's call is running (a broken barrier if they did not overlap)."""
+        barrier.wait()
+        return "met"
+
+    agents = [Agent(model=ScriptedModel([calling("meet"), '{"final":"ok"}']), tools=[meet]) for _ in range(n)]
+    answers = await asyncio.gather(*(agent.ask("go") for agent in agents))
+    results = [(ev.text, ev.error) for a in answers for ev in a.events if ev.type == "result"]
+    assert results == [("met", False)] * n
+
+
+async def test_an_abort_does_not_wait_for_a_plain_tool_that_ignores_it() -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    release, finished = threading.Event(), threading.Event()
+
+    @tool
+    def deaf() -> str:
+        """Blocks, deaf to the signal."""
+        release.wait(5)
+        finished.set()
+        return "late"
+
+    controller = AbortController()
+    agent = Agent(model=ScriptedModel([calling("deaf"), '{"final":"ok"}']), tools=[deaf])
+    events = []
+    async for ev in agent.run("go", signal=controller.signal):
+        events.append(ev)
+        if ev.type == "call":
+            loop.call_later(0.01, controller.abort)
+    assert events[-1] == EndEvent(reason="abort", message="aborted")
+    assert not finished.is_set() and not agent.busy  # the run ended while the tool still ran
+    release.set()
+    assert await asyncio.to_thread(finished.wait, 5)
+    await asyncio.sleep(0.01)  # the late result reaches the loop, and is dropped
+    assert errors == []
+    loop.set_exception_handler(None)
+
+
+async def test_cancelling_the_consumer_during_a_plain_tool() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Slow."""
+        started.set()
+        release.wait(5)
+        return "late"
+
+    agent = Agent(model=ScriptedModel([calling("slow"), '{"final":"ok"}']), tools=[slow])
+    task = asyncio.create_task(agent.ask("go"))
+    assert await asyncio.to_thread(started.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not agent.busy and agent.messages == ()
+    release.set()
+
+
+@pytest.mark.parametrize("exc", [StopIteration("done"), StopAsyncIteration()])
+async def test_a_plain_tool_that_raises_what_a_future_cannot_hold_is_an_error_result(
+    exc: BaseException,
+) -> None:
+    def raises(i: object, c: object) -> str:
+        raise exc
+
+    t = tool(name="odd", run=raises)
+    text, error = await asyncio.wait_for(run_tool(t, {}, cx()), 5)  # it used to hang here
+    assert error and text.startswith(f"error: {type(exc).__name__}")
+
+
+def test_a_loop_that_cannot_watch_a_pipe_still_gets_plain_results() -> None:
+    class NoReaders(asyncio.SelectorEventLoop):
+        """Like Windows' proactor loop: no add_reader."""
+
+        def add_reader(self, *args: Any) -> None:
+            raise NotImplementedError
+
+    @tool
+    def plain() -> str:
+        """Plain."""
+        return "through call_soon_threadsafe"
+
+    loop = NoReaders()
+    try:
+        for _ in range(2):
+            assert loop.run_until_complete(run_tool(plain, {}, cx())) == (
+                "through call_soon_threadsafe",
+                False,
+            )
+    finally:
+        loop.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files through /proc")
+def test_each_loops_wake_pipe_is_closed_once_the_loop_is_gone() -> None:
+    @tool
+    def plain() -> str:
+        """Plain."""
+        return "ok"
+
+    def open_files() -> int:
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    asyncio.run(run_tool(plain, {}, cx()))  # warm: a worker thread exists
+    before = open_files()
+    for _ in range(20):
+        assert asyncio.run(run_tool(plain, {}, cx())) == ("ok", False)  # a new loop each time
+    assert open_files() <= before
+
+
+async def test_a_plain_tool_that_returns_a_coroutine_has_it_awaited() -> None:
+    async def later() -> str:
+        return "awaited"
+
+    t = tool(name="indirect", run=lambda i, c: later())
+    assert await run_tool(t, {}, cx()) == ("awaited", False)
 
 
 async def test_run_gets_exactly_the_fields_sent() -> None:

@@ -20,7 +20,8 @@ from aerix import Field, Tool, tool
 
 __all__ = ["CATEGORIES", "DATA", "Entry", "is_flat", "load", "to_tools", "tool_name"]
 
-DATA = Path("/work/shared/bench/bfcl")
+DATA = Path(__file__).resolve().parent.parent / "data" / "bfcl"
+"""The BFCL v4 files, carried unchanged in the repository (bench/data/bfcl, Apache-2.0: see its LICENSE)."""
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance")
 FLAT_TYPES: dict[str, str] = {
     "string": "string",

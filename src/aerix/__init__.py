@@ -30,7 +30,7 @@ from .options import Hooks, Limits
 from .tools import Field, FieldType, Tool, ToolContext, tool
 
 if TYPE_CHECKING:
-    from .engines._load import load
+    from .engines._load import load, model_path
 
 __version__ = "0.1.0"
 
@@ -65,14 +65,15 @@ __all__ = [
     "Usage",
     "UsageEvent",
     "load",
+    "model_path",
     "tool",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # `load` imports the engines' machinery only when it is used.
-    if name == "load":
-        from .engines._load import load
+    # `load` and `model_path` import the engines' machinery only when they are used.
+    if name in ("load", "model_path"):
+        from .engines import _load
 
-        return load
+        return getattr(_load, name)
     raise AttributeError(f"module 'aerix' has no attribute {name!r}")

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
@@ -192,6 +192,8 @@ class HumanPrinter:
         color: Use ANSI colours.
         spinner: Shown while the model generates; hidden while a line prints.
         symbols: The marks to use.
+        messages: Rewrites an ending's message before it is shown (the command
+            spells the library's hints as its own flags).
     """
 
     def __init__(
@@ -201,11 +203,13 @@ class HumanPrinter:
         color: bool = False,
         spinner: Spinner | None = None,
         symbols: Symbols | None = None,
+        messages: Callable[[str], str] | None = None,
     ) -> None:
         self._out = out
         self._color = color
         self._spinner = spinner
         self._sym = symbols or Symbols.for_stream(out)
+        self._messages = messages
         self._reset()
 
     def _reset(self) -> None:
@@ -245,7 +249,8 @@ class HumanPrinter:
                     self._line(self._turn_line(self._generation, ev.thought))
                 self._line(f"{self._paint(f'{s.final} final:', 'green')} {ev.text}")
             case EndEvent():
-                message = f": {ev.message}" if ev.message else ""
+                text = self._messages(ev.message) if self._messages is not None else ev.message
+                message = f": {text}" if text else ""
                 self._line(self._paint(f"{s.end} end ({ev.reason}){message}", "red"))
 
     def run_started(self) -> None:

@@ -119,7 +119,7 @@ class _Remover:
 
 
 def _nothing() -> None:
-    """Does nothing: the remover of a callback that is not registered (shared with the engines)."""
+    """Does nothing: the remover of a callback that is not registered."""
     return None
 
 

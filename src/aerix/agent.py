@@ -3,25 +3,24 @@
 A run goes: the prompt → a turn (one generation, parsed) → its calls, each
 through `before_call`, the input check, the tool and `after_call` → their
 results as the next user message → the next turn … → a final or a limit.
+`Agent._play` tells that story as events; `Agent._run` hands them to the
+consumer and adds the ending, whatever happened.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Coroutine,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from dataclasses import dataclass, replace
-from typing import Any, Never, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Never
 
+from ._checks import check_agent_options, check_run_args, check_tool_choice, check_tools
+from ._guard import Aborted, Guard, aborted
+from ._hooks import after_call, before_call, on_final
+from ._portal import iterate
+from ._stream import Reply
 from .abort import AbortController, AbortSignal
 from .errors import AerixError, describe
 from .events import (
@@ -34,25 +33,15 @@ from .events import (
     RetryEvent,
     TextEvent,
     TurnEvent,
-    UsageEvent,
+    _short,
+    _tally,
 )
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
-from .options import (
-    HookError,
-    Hooks,
-    Limits,
-    ToolChoice,
-    check_after_call,
-    check_before_call,
-    check_generation,
-    check_on_final,
-)
+from .options import HookError, Hooks, Limits, ToolChoice, check_generation
 from .tools import Tool, ToolContext, cut_result, run_tool
 from .turn import BadTurn, parse_turn, render_results, render_retry, render_system, turn_schema
 
 __all__ = ["Agent", "Answer"]
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,57 +53,37 @@ class Answer:
     events: tuple[AgentEvent, ...]
     """Every event of the run, the final last."""
 
+    def __repr__(self) -> str:
+        return f"Answer(text={_short(self.text)}, events=<{_tally(self.events)}>)"
 
-class _Abort(Exception):
-    """Unwinds a run that was aborted."""
 
+@dataclass(kw_only=True, slots=True)
+class _Run:
+    """The state of one run."""
 
-class _Guard:
-    """Turns an abort into a cancellation of the await in progress (as `asyncio.timeout` does).
-
-    The run arms the guard while it awaits the model, a tool or a hook, and
-    disarms it while it yields, so an abort never cancels the consumer's code.
-    """
-
-    __slots__ = ("_fired", "_loop", "_remove", "_signal", "_task")
-
-    def __init__(self, signal: AbortSignal) -> None:
-        self._signal = signal
-        self._loop = asyncio.get_running_loop()
-        self._task: asyncio.Task[Any] | None = None
-        self._fired: asyncio.Task[Any] | None = None
-        self._remove = signal.add_callback(self._on_abort)
-
-    def _on_abort(self) -> None:  # any thread
-        try:
-            self._loop.call_soon_threadsafe(self._cancel)
-        except RuntimeError:  # the loop is closed: nothing is awaited
-            pass
-
-    def _cancel(self) -> None:
-        if self._task is not None and self._fired is None:
-            self._fired = self._task
-            self._task.cancel()
-
-    def arm(self) -> None:
-        if self._signal.aborted:
-            raise _Abort
-        self._task = asyncio.current_task()
-
-    def disarm(self) -> None:
-        self._task = None
-
-    def owns_cancel(self) -> bool:
-        """After a `CancelledError`: whether it came only from an abort (then it is undone)."""
-        fired, self._fired = self._fired, None
-        return fired is not None and fired.uncancel() == 0
-
-    def close(self) -> None:
-        self._remove()
-        self._task = None
-        if self._fired is not None:  # fired, but the cancellation was absorbed on the way
-            self._fired.uncancel()
-            self._fired = None
+    prompt: str
+    controller: AbortController
+    """Owns the run's signal: aborted by the user's signal, and at the run's end."""
+    signal: AbortSignal
+    unfollow: Callable[[], None]
+    """Stops following the user's signal."""
+    guard: Guard | None
+    """Turns an abort into a cancellation; `None` when nothing can abort the run (no user signal)."""
+    choice: str
+    """The tool choice of the next generation: the agent's for the first turn, then `"auto"`."""
+    pending: list[ChatMessage]
+    """The run's messages not yet in the conversation: the prompt, until a turn completes."""
+    retry: list[ChatMessage] = field(default_factory=list)
+    """The failed turn and the request to answer again, sent with the next generation only."""
+    generation: int = 0
+    """Generations so far, retries included."""
+    failures: int = 0
+    """Bad or cut turns in a row."""
+    short: bool = False
+    """Ask for a shorter turn: the last one was cut."""
+    reply: Reply = field(default_factory=Reply)
+    """The last generation's reply."""
+    ending: FinalEvent | EndEvent | None = None
 
 
 class Agent:
@@ -154,24 +123,13 @@ class Agent:
         tool_choice: ToolChoice = "auto",
         **unknown: Never,
     ) -> None:
-        if unknown:
-            allowed = "model, instructions, tools, limits, generation, constrain, hooks, tool_choice"
-            raise AerixError("options", f"unknown option {next(iter(unknown))!r}; options are {allowed}")
-        if not callable(getattr(model, "chat", None)):
-            raise AerixError(
-                "options",
-                f"model must have a chat(messages, opts) method; got {type(model).__name__}",
-            )
-        if not isinstance(instructions, str):
-            raise AerixError("options", f"instructions must be a string, got {type(instructions).__name__}")
-        if not isinstance(constrain, bool):
-            raise AerixError("options", f"constrain must be True or False, got {constrain!r}")
-        self._tools = _check_tools(tools)
+        check_agent_options(unknown, model, instructions, constrain)
+        self._tools = check_tools(tools)
         self._tool_list = tuple(self._tools.values())
         self._limits = Limits.of(limits)
         self._hooks = Hooks.of(hooks)
         self._generation = check_generation(generation)
-        self._tool_choice = _check_tool_choice(tool_choice, self._tools)
+        self._tool_choice = check_tool_choice(tool_choice, self._tools)
         self._model = model
         self._constrain = constrain
         self._instructions = instructions
@@ -185,7 +143,7 @@ class Agent:
         self._messages: list[ChatMessage] = []
         self._next_id = 0
         self._busy = False
-        self._guard: _Guard | None = None
+        self._current: _Run | None = None
         self._lock = threading.Lock()
 
     @property
@@ -244,9 +202,10 @@ class Agent:
 
         Raises:
             AerixError: `kind="busy"` if a run is in progress; `kind="options"`
-                for a prompt that is not a string or a bad signal.
+                for a bad signal, or a prompt that is not a string, is empty
+                or only whitespace, or holds a surrogate that UTF-8 cannot encode.
         """
-        _check_run_args(prompt, signal)
+        check_run_args(prompt, signal)
         self._check_idle()
         return self._run(prompt, signal)
 
@@ -266,9 +225,9 @@ class Agent:
         Drives the run on a private event loop, in this thread when none runs
         here, else on a worker thread. Leaving the iteration early aborts the run.
         """
-        _check_run_args(prompt, signal)
+        check_run_args(prompt, signal)
         self._check_idle()
-        return self._run_sync(prompt, signal)
+        return iterate(lambda run_signal: self._run(prompt, run_signal), signal)
 
     def ask_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """`ask` for code without an event loop (or inside one: a notebook)."""
@@ -278,231 +237,193 @@ class Agent:
         if self._busy:
             raise AerixError("busy", "the agent is already running; one run at a time per agent")
 
-    def _run_sync(self, prompt: str, signal: AbortSignal | None) -> Iterator[AgentEvent]:
-        controller = AbortController()
-        unfollow = controller.follow(signal)
-        portal = _Portal()
-        events = self._run(prompt, controller.signal)
+    async def _run(self, prompt: str, user_signal: AbortSignal | None) -> AsyncGenerator[AgentEvent, None]:
+        """A run as its consumer sees it: the events of `_play`, then exactly one ending."""
+        run = self._start(prompt, user_signal)
+        guard = run.guard
         try:
-            while True:
-                try:
-                    ev: AgentEvent = portal.call(events.__anext__())
-                except StopAsyncIteration:
-                    return
-                yield ev
+            try:
+                async with aclosing(self._play(run)) as play:
+                    if guard is None:
+                        async for ev in play:
+                            yield ev
+                    else:
+                        guard.arm()
+                        async for ev in play:
+                            guard.disarm()  # while the consumer has the event, an abort cancels nothing
+                            yield ev
+                            guard.arm()
+                assert run.ending is not None, "a run that plays to its end has an ending"
+                ending = run.ending
+            except (asyncio.CancelledError, Exception) as exc:
+                failure = self._failure(exc, run)
+                if failure is None:  # the consumer's task is being cancelled: no ending, as Python expects
+                    raise
+                ending = failure
+            self._release(run)  # free the agent before the last event: a consumer may break on it
+            yield ending
         finally:
-            controller.abort()
-            portal.call(events.aclose())  # type: ignore[attr-defined]
-            portal.close()
-            unfollow()
+            self._release(run)
 
-    async def _run(self, prompt: str, user_signal: AbortSignal | None) -> AsyncIterator[AgentEvent]:
+    async def _play(self, run: _Run) -> AsyncGenerator[AgentEvent, None]:
+        """What a run does: generations until a final or a limit, which it leaves in `run.ending`."""
+        await self._choose_first(run)
+        while run.generation < self._limits.turns:
+            run.generation += 1
+            reply = run.reply = Reply()  # checks each delta against the stream protocol
+            stream = self._generate(run)
+            try:
+                async for delta in stream:
+                    if text := reply.take(delta):
+                        yield TextEvent(text=text)
+                    reply.note(delta)  # is it the done delta
+            finally:  # close the stream, whatever happened (an async generator can be closed)
+                if (aclose := getattr(stream, "aclose", None)) is not None:
+                    await aclose()
+            reply.end(run.signal)
+            yield reply.usage()
+            turn = parse_turn(reply.text, self._tool_list, run.choice)
+            if isinstance(turn, BadTurn):
+                retry = self._retry(run, turn.reason)
+                if retry is None:  # out of generations or retries: `run.ending` says which
+                    return
+                yield retry
+                continue
+            run.failures, run.retry, run.choice, run.short = 0, [], "auto", False
+            if turn.final is not None:
+                if await self._final(run, turn.final, turn.thought):
+                    return
+                continue  # `on_final` asked for another turn
+            calls = tuple([Call(id=self._new_id(), tool=c.tool, input=c.input) for c in turn.calls])
+            yield TurnEvent(turn=run.generation, calls=calls, thought=turn.thought)
+            results: list[tuple[str, str, str]] = []
+            for call in calls:
+                call, refusal = await before_call(self._hooks, call)
+                yield CallEvent(id=call.id, tool=call.tool, input=call.input)
+                result = await self._result(run, call, refusal)
+                results.append((result.id, result.tool, result.text))
+                yield result
+            self._commit(run, render_results(results, turn.dropped))
+        run.ending = EndEvent(
+            reason="turns", message=f"no final after {run.generation} generations (limits.turns)"
+        )
+
+    def _start(self, prompt: str, user_signal: AbortSignal | None) -> _Run:
+        """Take the agent for a run (unless it is busy) and give the run its own signal and guard."""
         with self._lock:
             self._check_idle()
             self._busy = True
         controller = AbortController()
-        unfollow = controller.follow(user_signal)
-        signal = controller.signal
-        guard = _Guard(signal)
-        self._guard = guard
-        limits, tools = self._limits, self._tools
-        pending: list[ChatMessage] = [{"role": "user", "content": prompt}]
-        retry: list[ChatMessage] = []
-        generation, failures, choice, short = 0, 0, self._tool_choice, False
-        ending: FinalEvent | EndEvent
-        try:
-            try:
-                guard.arm()
-                if (
-                    choice == "auto"
-                    and self._constrain
-                    and isinstance(self._model, ToolFit)
-                    and self._tool_list
-                ):
-                    fit = await self._model.tools_fit(prompt, self._tool_texts)
-                    if fit is not None:
-                        choice = "required" if fit else "none"
-                while True:
-                    if generation == limits.turns:
-                        ending = EndEvent(
-                            reason="turns",
-                            message=f"no final after {generation} generations (limits.turns)",
-                        )
-                        break
-                    generation += 1
-                    opts: GenerateOptions = {**self._generation}  # type: ignore[typeddict-item]
-                    opts["max_tokens"] = limits.max_tokens
-                    opts["signal"] = signal
-                    if self._constrain:
-                        opts["constraint"] = {"json": self._schema(choice, short)}
-                    stream = self._model.chat([self._system, *self._messages, *pending, *retry], opts)
-                    parts: list[str] = []
-                    done: Delta | None = None
-                    try:
-                        async for delta in stream:
-                            if done is not None:
-                                raise RuntimeError("the model sent a delta after its done delta")
-                            if not isinstance(delta.text, str):
-                                raise TypeError(
-                                    f"the model sent a delta whose text is {type(delta.text).__name__}"
-                                )
-                            if delta.text:
-                                parts.append(delta.text)
-                                guard.disarm()
-                                yield TextEvent(text=delta.text)
-                                guard.arm()
-                            if delta.done:
-                                done = delta
-                    finally:
-                        aclose = getattr(stream, "aclose", None)
-                        if aclose is not None:
-                            await aclose()
-                    if done is None:
-                        if signal.aborted:  # the engine ended its stream on the abort
-                            raise _Abort
-                        raise RuntimeError("the model's stream ended without its done delta")
-                    text = "".join(parts)
-                    u = done.usage
-                    guard.disarm()
-                    yield UsageEvent(
-                        prompt_tokens=u.prompt_tokens if u else 0,
-                        completion_tokens=u.completion_tokens if u else 0,
-                        cached_tokens=u.cached_tokens if u else 0,
-                    )
-                    guard.arm()
+        run = _Run(
+            prompt=prompt,
+            controller=controller,
+            signal=controller.signal,
+            unfollow=controller.follow(user_signal),
+            guard=None if user_signal is None else Guard(controller.signal),
+            choice=self._tool_choice,
+            pending=[{"role": "user", "content": prompt}],
+        )
+        self._current = run
+        return run
 
-                    turn = parse_turn(text, self._tool_list, choice)
-                    if isinstance(turn, BadTurn):
-                        cut = done.finish == "length"
-                        reason = (
-                            f"cut: the turn reached max_tokens ({limits.max_tokens}) before its JSON closed"
-                            if cut
-                            else turn.reason
-                        )
-                        if generation == limits.turns:
-                            ending = EndEvent(
-                                reason="turns",
-                                message=f"the last generation allowed by limits.turns failed: {reason}",
-                            )
-                            break
-                        if failures == limits.retries:
-                            ending = EndEvent(
-                                reason="retries",
-                                message=f"{failures + 1} bad turns in a row "
-                                f"(limits.retries={limits.retries}); last: {reason}",
-                            )
-                            break
-                        failures += 1
-                        short = short or cut
-                        retry = [
-                            {"role": "assistant", "content": text},
-                            {
-                                "role": "user",
-                                "content": render_retry(reason, cut=cut, max_tokens=limits.max_tokens),
-                            },
-                        ]
-                        guard.disarm()
-                        yield RetryEvent(turn=generation, reason=reason)
-                        guard.arm()
-                        continue
-                    failures, retry, choice, short = 0, [], "auto", False
+    async def _choose_first(self, run: _Run) -> None:
+        """Under `"auto"`, let a `ToolFit` model say whether the first turn calls a tool or answers."""
+        if run.choice == "auto" and self._constrain and isinstance(self._model, ToolFit) and self._tool_list:
+            fit = await self._model.tools_fit(run.prompt, self._tool_texts)
+            if fit is not None:
+                run.choice = "required" if fit else "none"
 
-                    if turn.final is not None:
-                        more = None
-                        if self._hooks.on_final is not None:
-                            more = check_on_final(
-                                await _call_hook("on_final", self._hooks.on_final, turn.final)
-                            )
-                            guard.arm()
-                        pending.append({"role": "assistant", "content": text})
-                        if more is None:
-                            self._commit(pending)
-                            ending = FinalEvent(text=turn.final, thought=turn.thought)
-                            break
-                        pending.append({"role": "user", "content": more})
-                        self._commit(pending)
-                        continue
+    def _generate(self, run: _Run) -> AsyncIterator[Delta]:
+        """Ask the model for one generation: the conversation so far, under the turn's schema."""
+        opts: GenerateOptions = {**self._generation}  # type: ignore[typeddict-item]
+        opts["max_tokens"] = self._limits.max_tokens
+        opts["signal"] = run.signal
+        if self._constrain:
+            opts["constraint"] = {"json": self._schema(run.choice, run.short)}
+        return self._model.chat([self._system, *self._messages, *run.pending, *run.retry], opts)
 
-                    calls = tuple(Call(id=self._new_id(), tool=c.tool, input=c.input) for c in turn.calls)
-                    guard.disarm()
-                    yield TurnEvent(turn=generation, calls=calls, thought=turn.thought)
-                    guard.arm()
-                    results: list[tuple[str, str, str]] = []
-                    for call in calls:
-                        text_error = await self._before_call(call)
-                        if isinstance(text_error, Call):
-                            call = text_error
-                            guard.disarm()
-                            yield CallEvent(id=call.id, tool=call.tool, input=call.input)
-                            guard.arm()
-                            out, error = await run_tool(
-                                tools[call.tool],
-                                call.input,
-                                ToolContext(signal=signal, call_id=call.id),
-                            )
-                            if self._hooks.after_call is not None:
-                                replaced = check_after_call(
-                                    await _call_hook("after_call", self._hooks.after_call, call, out)
-                                )
-                                out = out if replaced is None else replaced
-                        else:
-                            guard.disarm()
-                            yield CallEvent(id=call.id, tool=call.tool, input=call.input)
-                            guard.arm()
-                            out, error = text_error, True
-                        out = cut_result(out, limits.result_chars)
-                        results.append((call.id, call.tool, out))
-                        guard.disarm()
-                        yield ResultEvent(id=call.id, tool=call.tool, text=out, error=error)
-                        guard.arm()
-                    pending.append({"role": "assistant", "content": text})
-                    pending.append({"role": "user", "content": render_results(results, turn.dropped)})
-                    self._commit(pending)
-            except _Abort:
-                ending = _aborted(signal)
-            except asyncio.CancelledError:
-                if guard.owns_cancel():
-                    ending = _aborted(signal)
-                elif (task := asyncio.current_task()) is not None and task.cancelling() == 0:
-                    ending = EndEvent(reason="error", message="CancelledError raised inside the run")
-                else:
-                    raise
-            except HookError as exc:
-                ending = _aborted(signal) if signal.aborted else EndEvent(reason="error", message=str(exc))
-            except Exception as exc:  # an engine failure: the run's end, never an exception
-                ending = (
-                    _aborted(signal) if signal.aborted else EndEvent(reason="error", message=describe(exc))
-                )
-            guard.disarm()
-            # free the agent before the last event: a consumer may break on it
-            self._release(guard, controller, unfollow)
-            yield ending
-        finally:
-            self._release(guard, controller, unfollow)
+    def _retry(self, run: _Run, reason: str) -> RetryEvent | None:
+        """A bad or cut turn: the retry to ask for, or `None` (with `run.ending`) when none is left."""
+        limits, cut = self._limits, run.reply.cut
+        if cut:
+            reason = f"cut: the turn reached max_tokens ({limits.max_tokens}) before its JSON closed"
+        if run.generation == limits.turns:
+            run.ending = EndEvent(
+                reason="turns", message=f"the last generation allowed by limits.turns failed: {reason}"
+            )
+            return None
+        if run.failures == limits.retries:
+            run.ending = EndEvent(
+                reason="retries",
+                message=f"{run.failures + 1} bad turns in a row "
+                f"(limits.retries={limits.retries}); last: {reason}",
+            )
+            return None
+        run.failures += 1
+        run.short = run.short or cut
+        run.retry = [
+            {"role": "assistant", "content": run.reply.text},
+            {"role": "user", "content": render_retry(reason, cut=cut, max_tokens=limits.max_tokens)},
+        ]
+        return RetryEvent(turn=run.generation, reason=reason)
 
-    async def _before_call(self, call: Call) -> Call | str:
-        """Apply `before_call`: the call to run, or the refusal text."""
-        if self._hooks.before_call is None:
-            return call
-        outcome = check_before_call(await _call_hook("before_call", self._hooks.before_call, call))
-        if outcome is None:
-            return call
-        key, value = outcome
-        if key == "deny":
-            return f"refused: {value}"
-        return replace(call, input=value)
+    async def _final(self, run: _Run, text: str, thought: str | None) -> bool:
+        """A final turn: the run's answer (`True`, in `run.ending`), unless `on_final` continues it."""
+        more = await on_final(self._hooks, text, run.signal)
+        if more is None:
+            self._commit(run)
+            run.ending = FinalEvent(text=text, thought=thought)
+            return True
+        self._commit(run, more)
+        return False
 
-    def _release(self, guard: _Guard, controller: AbortController, unfollow: Callable[[], None]) -> None:
-        guard.close()
-        controller.abort("run ended")  # stops tools or engines still holding the signal
-        unfollow()
-        if self._guard is guard:  # not a newer run's state
-            self._guard, self._busy = None, False
+    async def _result(self, run: _Run, call: Call, refusal: str | None) -> ResultEvent:
+        """Run one call (unless it was refused) and make its result: the tool, `after_call`, the cut."""
+        if refusal is not None:
+            text, error = refusal, True
+        else:
+            cx = ToolContext(signal=run.signal, call_id=call.id)
+            text, error = await run_tool(self._tools[call.tool], call.input, cx)
+            if self._hooks.after_call is not None:
+                text = await after_call(self._hooks, call, text)
+        text = cut_result(text, self._limits.result_chars)
+        return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
+
+    def _commit(self, run: _Run, answer: str | None = None) -> None:
+        """Keep a completed turn: the pending prompt, the reply, and the results or continue text."""
+        self._messages += run.pending
+        run.pending.clear()
+        self._messages.append({"role": "assistant", "content": run.reply.text})
+        if answer is not None:
+            self._messages.append({"role": "user", "content": answer})
+
+    def _failure(self, exc: BaseException, run: _Run) -> EndEvent | None:
+        """The ending of a run that raised `exc` (a failure ends it, never escapes), or `None` if the
+        consumer's task is being cancelled."""
+        signal = run.signal
+        if isinstance(exc, Aborted):
+            return aborted(signal)
+        if isinstance(exc, asyncio.CancelledError):
+            if run.guard is not None and run.guard.owns_cancel():
+                return aborted(signal)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() == 0:
+                return EndEvent(reason="error", message="CancelledError raised inside the run")
+            return None
+        if signal.aborted:  # a failure on the way out of an abort is the abort
+            return aborted(signal)
+        return EndEvent(reason="error", message=str(exc) if isinstance(exc, HookError) else describe(exc))
+
+    def _release(self, run: _Run) -> None:
+        if run.guard is not None:
+            run.guard.close()
+        run.controller.abort("run ended")  # stops tools or engines still holding the signal
+        run.unfollow()
+        if self._current is run:  # not a newer run's state
+            self._current, self._busy = None, False
 
     def _schema(self, choice: str, short: bool) -> dict[str, Any]:
-        """The turn schema for this tool choice, built on first use: most runs need only one
-        of them, and each is a few dozen objects that the agent keeps (and the garbage
-        collector scans)."""
+        """The turn schema for this choice, built on first use (each is dozens of objects to keep)."""
         schema = self._schemas.get((choice, short))
         if schema is None:
             schema = self._schemas[choice, short] = turn_schema(
@@ -510,31 +431,12 @@ class Agent:
             )
         return schema
 
-    def _commit(self, pending: list[ChatMessage]) -> None:
-        self._messages.extend(pending)
-        pending.clear()
-
     def _new_id(self) -> str:
         self._next_id += 1
         return f"call_{self._next_id}"
 
     def __repr__(self) -> str:
         return f"Agent(model={type(self._model).__name__}, tools={list(self._tools)}, limits={self._limits})"
-
-
-async def _call_hook(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        out = fn(*args)
-        if inspect.isawaitable(out):
-            out = await out
-    except Exception as exc:
-        raise HookError(f"hook {name} raised {describe(exc)}") from exc
-    return out
-
-
-def _aborted(signal: AbortSignal) -> EndEvent:
-    reason = signal.reason
-    return EndEvent(reason="abort", message=reason if isinstance(reason, str) else "aborted")
 
 
 def _answer(events: list[AgentEvent]) -> Answer:
@@ -546,85 +448,3 @@ def _answer(events: list[AgentEvent]) -> Answer:
     raise AerixError(
         "end", f"the run ended without a final ({reason}): {message}", reason=reason, events=events
     )
-
-
-def _check_run_args(prompt: object, signal: object) -> None:
-    if not isinstance(prompt, str):
-        raise AerixError("options", f"prompt must be a string, got {type(prompt).__name__}")
-    if signal is not None and not isinstance(signal, AbortSignal):
-        raise AerixError("options", f"signal must be an AbortSignal or None, got {type(signal).__name__}")
-
-
-def _check_tools(tools: object) -> dict[str, Tool]:
-    if isinstance(tools, Tool | str | Mapping) or not isinstance(tools, Iterable):
-        raise AerixError("options", f"tools must be a list of tools, got {type(tools).__name__}")
-    out: dict[str, Tool] = {}
-    for i, t in enumerate(tools):
-        if not isinstance(t, Tool):
-            hint = "; decorate it with @aerix.tool" if callable(t) else ""
-            raise AerixError("options", f"tools[{i}] is not a Tool: {t!r}{hint}")
-        if t.name in out:
-            raise AerixError("options", f"two tools are named {t.name!r}; tool names must be unique")
-        out[t.name] = t
-    return out
-
-
-def _check_tool_choice(choice: object, tools: Mapping[str, Tool]) -> str:
-    if choice in ("auto", "none"):
-        return str(choice)
-    if choice == "required" or choice in tools:
-        if not tools:
-            raise AerixError("options", f"tool_choice={choice!r} needs at least one tool")
-        return str(choice)
-    allowed = ", ".join(repr(c) for c in ("auto", "required", "none", *tools))
-    raise AerixError("options", f"bad tool_choice {choice!r}; one of {allowed}")
-
-
-class _Portal:
-    """Runs coroutines on a private event loop: here if no loop runs in this
-    thread, else on a worker thread (a notebook's loop is never blocked on)."""
-
-    def __init__(self) -> None:
-        try:
-            asyncio.get_running_loop()
-            threaded = True
-        except RuntimeError:
-            threaded = False
-        self._loop = asyncio.new_event_loop()
-        self._thread: threading.Thread | None = None
-        if threaded:
-            self._thread = threading.Thread(target=self._loop.run_forever, name="aerix-sync", daemon=True)
-            self._thread.start()
-        self._pending: Any = None
-
-    def call(self, coro: Coroutine[Any, Any, T] | Any) -> T:
-        pending, self._pending = self._pending, None
-        if pending is not None and not pending.done():  # a step was interrupted (Ctrl-C): let it finish
-            try:
-                self._wait(pending)
-            except BaseException:
-                pass
-        if self._thread is None:
-            task = self._loop.create_task(coro)
-            self._pending = task
-            result: T = self._loop.run_until_complete(task)
-        else:
-            fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
-            self._pending = fut
-            result = fut.result()
-        self._pending = None
-        return result
-
-    def _wait(self, pending: Any) -> Any:
-        if self._thread is None:
-            return self._loop.run_until_complete(pending)
-        return pending.result()
-
-    def close(self) -> None:
-        try:
-            self.call(self._loop.shutdown_asyncgens())
-        finally:
-            if self._thread is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join()
-            self._loop.close()

@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
@@ -34,7 +35,7 @@ from aerix import AbortController, AbortSignal, AerixError, Agent, Limits, Model
 from ._console import HumanPrinter, JsonPrinter, Printer, Spinner, Symbols, use_color
 from .demo_tools import DEMO_TOOLS
 
-__all__ = ["API_KEY_ENV", "DEFAULT_INSTRUCTIONS", "DEFAULT_MODEL", "build_parser", "main"]
+__all__ = ["API_KEY_ENV", "DEFAULT_INSTRUCTIONS", "DEFAULT_MODEL", "build_parser", "cli_hints", "main"]
 
 DEFAULT_MODEL = "smollm2-instruct"
 """What `--model` loads when it is not given."""
@@ -60,6 +61,28 @@ _FLAGS = {
 }
 """Which option a library message is about, by the name it uses."""
 
+_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bdialect='(json_schema|json_object|none)'"), r"--dialect \1"),
+    (re.compile(r"\bmodel=('[^']*'|\"[^\"]*\")"), r"--model \1"),
+    (re.compile(r"\bbase_url\b"), "--server URL"),
+    (re.compile(r"\bapi_key\b"), f"--api-key (or ${API_KEY_ENV})"),
+    # The engine's own retries, not --retries (the agent's): the command keeps their default.
+    (re.compile(r"\braise retries or add replicas\b"), "try again later or add replicas"),
+)
+"""The server engine's hints, spelled as its options, and the same hints spelled as the command's flags."""
+
+
+def cli_hints(message: str) -> str:
+    """A library message with the options it names spelled as this command's flags.
+
+    Example:
+        >>> cli_hints("try dialect='json_object' (llama-cpp-python's server)")
+        "try --dialect json_object (llama-cpp-python's server)"
+    """
+    for pattern, flag in _HINTS:
+        message = pattern.sub(flag, message)
+    return message
+
 
 def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> int:
     """Run the `aerix` command; return its exit status.
@@ -82,10 +105,14 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
     out, err = sys.stdout, sys.stderr
     spinner = Spinner(err, Symbols.for_stream(err).frames)
     printer: Printer = (
-        JsonPrinter(out) if args.json else HumanPrinter(out, color=use_color(out), spinner=spinner)
+        JsonPrinter(out)
+        if args.json
+        else HumanPrinter(out, color=use_color(out), spinner=spinner, messages=cli_hints)
     )
     try:
-        with _CtrlC() as ctrl_c:
+        # The engines' notes (a server engine's dialect change): with --json, stdout holds only events.
+        notes = _to_stderr("aerix: ") if args.json else printer.note
+        with _CtrlC() as ctrl_c, _engine_notes(notes):
             prompt = _prompt(args.prompt) if args.command == "run" else ""
             agent, owned = _setup(args, model, spinner)
             runner = asyncio.Runner()
@@ -125,7 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--dialect",
         choices=("json_schema", "json_object", "none"),
-        help="how the server gets the turn schema (default: json_schema)",
+        help="how the server gets the turn schema (default: json_schema, or json_object once the "
+        "server refuses json_schema)",
+    )
+    m.add_argument(
+        "--threads",
+        type=_threads,
+        metavar="N",
+        help="CPU threads of the local engine, for decoding and prefill (default: the engine's)",
     )
     common = argparse.ArgumentParser(add_help=False, parents=[model_options])
     a = common.add_argument_group("agent")
@@ -249,7 +283,10 @@ def _playground(args: argparse.Namespace, model: Model | None) -> int:
     assert engine is not None
     name = f"{args.model} at {args.server}" if args.server else args.model or DEFAULT_MODEL
     try:
-        serve(model=engine, host=args.host, port=args.port, instructions=args.instructions, model_name=name)
+        with _engine_notes(_to_stderr("aerix playground: ")):
+            serve(
+                model=engine, host=args.host, port=args.port, instructions=args.instructions, model_name=name
+            )
     except OSError as exc:  # the port is taken, or the address is not this machine's
         sys.stderr.write(f"aerix: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}\n")
         return 1
@@ -343,6 +380,8 @@ def _check_model_flags(args: argparse.Namespace) -> None:
     if args.server:
         if not args.model:
             raise _Failure("--server needs --model NAME: the name of a model the server serves", 2)
+        if args.threads is not None:
+            raise _Failure("--threads only applies to the local engine: the server sets its own threads", 2)
         return
     for flag, value in (("--api-key", args.api_key), ("--dialect", args.dialect)):
         if value is not None:
@@ -354,20 +393,68 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
         api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
         try:
             return aerix.engines.OpenAICompatible(
-                base_url=args.server, model=args.model, api_key=api_key, dialect=args.dialect or "json_schema"
+                base_url=args.server, model=args.model, api_key=api_key, dialect=args.dialect
             )
         except AerixError as exc:
             raise _options_error(exc) from None
         except ImportError as exc:
             raise _Failure(str(exc), 1) from None
     name = args.model or DEFAULT_MODEL
+    engine_kwargs = {} if args.threads is None else {"n_threads": args.threads}
     try:
         with spinner.running(f"loading {name}…"):
-            return aerix.load(name)
+            return aerix.load(name, **engine_kwargs)
     except (AerixError, FileNotFoundError) as exc:
         raise _Failure(f"--model: {exc.message if isinstance(exc, AerixError) else exc}", 2) from None
     except (ImportError, OSError, ValueError, RuntimeError) as exc:
         raise _Failure(f"cannot load the model {name!r}: {exc}", 1) from None
+
+
+def _threads(text: str) -> int:
+    """`--threads`: a whole number of threads, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of threads >= 1, got {text!r}")
+    return value
+
+
+class _NoteHandler(logging.Handler):
+    """Shows the engines' log messages (a server engine's dialect change) as the command's notes."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self._write = write
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._write(f"note: {cli_hints(record.getMessage())}")
+        except Exception:
+            self.handleError(record)
+
+
+def _to_stderr(prefix: str) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        sys.stderr.write(f"{prefix}{text}\n")
+        sys.stderr.flush()
+
+    return write
+
+
+@contextlib.contextmanager
+def _engine_notes(write: Callable[[str], None]) -> Iterator[None]:
+    """While the command runs, the engines' log messages go to `write`, in the command's spelling."""
+    logger = logging.getLogger("aerix.engines")
+    handler = _NoteHandler(write)
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False  # shown once, here, not by the root too
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def _shutdown(runner: asyncio.Runner, engine: Model | None) -> None:
@@ -463,7 +550,7 @@ def _run(
     if isinstance(last, aerix.FinalEvent):
         return 0
     if json and isinstance(last, aerix.EndEvent):  # the human output already said it
-        sys.stderr.write(f"aerix: the run ended without a final ({last.reason}): {last.message}\n")
+        sys.stderr.write(f"aerix: the run ended without a final ({last.reason}): {cli_hints(last.message)}\n")
     return 1
 
 

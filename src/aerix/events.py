@@ -8,6 +8,8 @@ Every run yields, in order, for each generation: `TextEvent`s, one
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -29,6 +31,34 @@ EndReason = Literal["turns", "retries", "abort", "error"]
 """Why a run ended without a final: a limit (`turns`, `retries`), an abort,
 or an error (an engine failure, or a hook that raised or returned a bad value)."""
 
+_REPR_LIMIT = 60
+"""About the most characters one value takes in a repr."""
+
+
+def _short(value: object, limit: int = _REPR_LIMIT) -> str:
+    """`repr(value)` in about `limit` characters: a longer one keeps its start and an ellipsis."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= limit else value[: limit - 1] + "…")
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _repr(obj: object) -> str:
+    """`Name(field=value, ...)`, each value shortened; `type` is left out (the name says it)."""
+    names = [f.name for f in dataclasses.fields(obj) if f.name != "type"]  # type: ignore[arg-type]
+    return f"{type(obj).__name__}({', '.join(f'{n}={_short(getattr(obj, n))}' for n in names)})"
+
+
+def _tally(events: Sequence[object]) -> str:
+    """The events by type, in order of first appearance: `"5 events: 2 text, usage, turn, final"`."""
+    counts: dict[str, int] = {}
+    for ev in events:
+        kind = str(getattr(ev, "type", type(ev).__name__))
+        counts[kind] = counts.get(kind, 0) + 1
+    n = len(events)
+    kinds = ", ".join(kind if count == 1 else f"{count} {kind}" for kind, count in counts.items())
+    return f"{n} event{'' if n == 1 else 's'}{': ' if kinds else ''}{kinds}"
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
@@ -40,6 +70,8 @@ class Call:
     """The tool's name."""
     input: dict[str, Any]
     """The input the model sent (or the one `before_call` put in its place)."""
+
+    __repr__ = _repr
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: `{"id", "tool", "input"}`."""
@@ -53,6 +85,8 @@ class TextEvent:
     type: Literal["text"] = field(default="text", init=False)
     text: str
     """The text of one delta."""
+
+    __repr__ = _repr
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
@@ -70,6 +104,8 @@ class UsageEvent:
     """Tokens generated."""
     cached_tokens: int = 0
     """Prompt tokens the engine reused from its cache instead of prefilling."""
+
+    __repr__ = _repr
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
@@ -93,6 +129,8 @@ class TurnEvent:
     thought: str | None = None
     """The turn's thought, if it had one (at most 600 characters)."""
 
+    __repr__ = _repr
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
         return {
@@ -115,6 +153,8 @@ class CallEvent:
     input: dict[str, Any]
     """The input the tool will get."""
 
+    __repr__ = _repr
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"type": self.type, "id": self.id, "tool": self.tool, "input": self.input}
@@ -133,6 +173,8 @@ class ResultEvent:
     """The result text: the tool's output, `error: …` or `refused: …`."""
     error: bool = False
     """True for an input check failure, an exception, or a refusal."""
+
+    __repr__ = _repr
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
@@ -155,6 +197,8 @@ class RetryEvent:
     reason: str
     """What was wrong with it."""
 
+    __repr__ = _repr
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"type": self.type, "turn": self.turn, "reason": self.reason}
@@ -170,6 +214,8 @@ class FinalEvent:
     thought: str | None = None
     """The final turn's thought, if it had one."""
 
+    __repr__ = _repr
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""
         return {"type": self.type, "text": self.text, "thought": self.thought}
@@ -184,6 +230,8 @@ class EndEvent:
     """`"turns"`, `"retries"`, `"abort"` or `"error"`."""
     message: str = ""
     """What happened, in words (for `error`, the failure's message)."""
+
+    __repr__ = _repr
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON."""

@@ -104,7 +104,7 @@ class Model(Protocol):
 
 @runtime_checkable
 class ToolFit(Protocol):
-    """A model that can tell whether tools fit a request (optional; `LlamaCpp` can).
+    """A model that can tell whether tools fit a request (optional; an engine may offer it).
 
     An `Agent` with `tool_choice="auto"` asks it before each run's first turn:
     `True` makes that turn call a tool (as `"required"`), `False` makes it

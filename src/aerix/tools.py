@@ -12,10 +12,13 @@ import contextvars
 import inspect
 import json
 import math
+import os
 import re
 import threading
 import types
 import typing
+import weakref
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from queue import SimpleQueue
@@ -430,11 +433,52 @@ def cut_result(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[cut: {len(text) - limit} more characters]"
 
 
+class _Waker:
+    """Wakes one event loop from worker threads: a finished call goes into a deque, and one
+    byte into a pipe that the loop watches.
+
+    Leaner than `call_soon_threadsafe` (no handle per call, and no second read that fails
+    to find the self-pipe empty), and the loop reads every call finished since with one read.
+    """
+
+    __slots__ = ("__weakref__", "_done", "_read", "_write")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._done: deque[tuple[asyncio.Future[tuple[Any, bool]], Any, bool]] = deque()
+        self._read, self._write = os.pipe()
+        # closed once no worker holds the waker (not at exit: a hung worker may still write)
+        weakref.finalize(self, _close, self._read, self._write).atexit = False
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        loop.add_reader(self._read, self._drain)
+
+    def deliver(self, fut: asyncio.Future[tuple[Any, bool]], outcome: Any, ok: bool) -> None:  # any thread
+        self._done.append((fut, outcome, ok))
+        try:
+            os.write(self._write, b"\0")
+        except BlockingIOError:  # the pipe is full: the loop has a wake pending anyway
+            pass
+
+    def _drain(self) -> None:  # the loop's thread
+        try:
+            os.read(self._read, 4096)
+        except BlockingIOError:
+            pass
+        done = self._done
+        while done:
+            _deliver(*done.popleft())
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
 class _Workers:
     """Daemon worker threads for plain-function tools.
 
-    Leaner than `asyncio.to_thread` on the hot path (one queue put, one
-    `call_soon_threadsafe`), and a tool left hanging after an abort never
+    Leaner than `asyncio.to_thread` on the hot path (one queue put; one pipe write
+    back, through the loop's `_Waker`), and a tool left hanging after an abort never
     holds up interpreter exit or `asyncio.run`'s executor shutdown.
     """
 
@@ -442,21 +486,45 @@ class _Workers:
 
     def __init__(self) -> None:
         self._idle: list[SimpleQueue[Any]] = []
+        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker | None]
+        self._wakers = weakref.WeakKeyDictionary()
+        """Each loop's waker; `None` for a loop that cannot watch a pipe (Windows, a proactor)."""
+        self._lock = threading.Lock()
 
-    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def forget(self) -> None:
+        """In a forked child: forget the parent's threads and loops, which are not there."""
+        self._idle = []
+        self._wakers = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[tuple[Any, bool]]:
+        """Run `fn(*args)` on a worker thread; the future gets `(value, True)` or `(exception, False)`."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut: asyncio.Future[tuple[Any, bool]] = loop.create_future()
+        try:
+            waker = self._wakers[loop]
+        except KeyError:
+            waker = self._waker(loop)
         try:
             inbox = self._idle.pop()
         except IndexError:
             inbox = SimpleQueue()
             threading.Thread(target=self._work, args=(inbox,), name="aerix-tool", daemon=True).start()
-        inbox.put((loop, fut, contextvars.copy_context(), fn, args))
+        inbox.put((loop, waker, fut, contextvars.copy_context(), fn, args))
         return fut
+
+    def _waker(self, loop: asyncio.AbstractEventLoop) -> _Waker | None:
+        with self._lock:
+            if loop not in self._wakers:
+                try:
+                    self._wakers[loop] = _Waker(loop) if os.name == "posix" else None
+                except (NotImplementedError, OSError):  # no add_reader, or no fd left
+                    self._wakers[loop] = None
+            return self._wakers[loop]
 
     def _work(self, inbox: SimpleQueue[Any]) -> None:
         while True:
-            loop, fut, ctx, fn, args = inbox.get()
+            loop, waker, fut, ctx, fn, args = inbox.get()
             try:
                 outcome, ok = ctx.run(fn, *args), True
             except BaseException as exc:  # delivered to the awaiting task
@@ -464,24 +532,26 @@ class _Workers:
             idle = len(self._idle) < self.MAX_IDLE
             if idle:
                 self._idle.append(inbox)
-            try:
-                loop.call_soon_threadsafe(_deliver, fut, outcome, ok)
-            except RuntimeError:  # the loop is closed: nobody waits for this result
-                pass
+            if waker is not None:
+                waker.deliver(fut, outcome, ok)
+            else:
+                try:
+                    loop.call_soon_threadsafe(_deliver, fut, outcome, ok)
+                except RuntimeError:  # the loop is closed: nobody waits for this result
+                    pass
+            del loop, waker, fut, ctx, fn, args, outcome  # an idle worker holds no loop, no result
             if not idle:
                 return
 
 
-def _deliver(fut: asyncio.Future[Any], outcome: Any, ok: bool) -> None:
-    if fut.done():  # the awaiting task was cancelled (an abort)
-        return
-    if ok:
-        fut.set_result(outcome)
-    else:
-        fut.set_exception(outcome)
+def _deliver(fut: asyncio.Future[tuple[Any, bool]], outcome: Any, ok: bool) -> None:
+    if not fut.done():  # else the awaiting task was cancelled (an abort)
+        fut.set_result((outcome, ok))  # an exception too, as a value: any exception, even StopIteration
 
 
 _workers = _Workers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_workers.forget)
 
 
 async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str, bool]:
@@ -501,7 +571,9 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
         if t.is_async:
             value = await t.run(input, cx)
         else:
-            value = await _workers.run(t.run, input, cx)
+            value, ok = await _workers.run(t.run, input, cx)
+            if not ok:
+                raise value
             if inspect.isawaitable(value):  # a plain function that returned a coroutine
                 value = await value
     except asyncio.CancelledError:

@@ -1,4 +1,4 @@
-"""The value biases (`aerix.engines._bias`): pure, no model needed."""
+"""The value biases (`aerix.engines.llamacpp.rules._bias`): pure, no model needed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aerix.engines._bias import ValueBias
-from aerix.engines._units import field_unit
+from aerix.engines.llamacpp.rules._bias import ValueBias
+from aerix.engines.llamacpp.rules._units import field_unit
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
 

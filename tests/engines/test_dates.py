@@ -1,4 +1,4 @@
-"""Dates in a field's format (`aerix.engines._dates`): pure, no model needed."""
+"""Dates in a field's format (`aerix.engines.llamacpp.rules._dates`): pure, no model needed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from aerix.engines._dates import date_format, find_dates
+from aerix.engines.llamacpp.rules._dates import date_format, find_dates
 
 
 @pytest.mark.parametrize(

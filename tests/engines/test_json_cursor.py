@@ -1,10 +1,10 @@
-"""The JSON cursor of the value rules (`aerix.engines._json_cursor`): pure, no model needed."""
+"""The JSON cursor of the value rules (`aerix.engines.llamacpp.rules._json_cursor`): pure, no model needed."""
 
 from __future__ import annotations
 
 import pytest
 
-from aerix.engines._json_cursor import JsonCursor
+from aerix.engines.llamacpp.rules._json_cursor import JsonCursor
 
 
 def cursor_after(text: str) -> JsonCursor:

@@ -107,7 +107,7 @@ def assert_stream_shape(deltas: list[Delta]) -> None:
 def assert_cache_consistent(engine: LlamaCpp) -> None:
     """The engine's token history is exactly what the KV cache holds."""
     llama = engine._llama
-    assert engine._history.tokens == list(llama.input_ids[: llama.n_tokens])
+    assert engine._cache.history.tokens == list(llama.input_ids[: llama.n_tokens])
 
 
 # -- streaming ----------------------------------------------------------------
@@ -198,7 +198,7 @@ async def test_fit_scores_leave_the_chat_cache_alone(tiny_gguf: Path) -> None:
     try:
         assert isinstance(engine, ToolFit)
         await collect(engine, [user("hello there")], max_tokens=4, temperature=0)
-        history = list(engine._history.tokens)
+        history = list(engine._cache.history.tokens)
         score = await engine.fit_score("hello there", ["greet: Say hello.", "count: Count words."])
         assert math.isfinite(score)
         # Each tool is scored alone; the set's score is the best one's.
@@ -212,7 +212,7 @@ async def test_fit_scores_leave_the_chat_cache_alone(tiny_gguf: Path) -> None:
             "count: Count words.",
         }
         assert await engine.fit_score("hello there", []) == -math.inf
-        assert engine._history.tokens == history
+        assert engine._cache.history.tokens == history
         assert_cache_consistent(engine)
         again = (await collect(engine, [user("hello there")], max_tokens=4, temperature=0))[-1].usage
         assert again is not None and again.cached_tokens == again.prompt_tokens - 1
@@ -280,7 +280,7 @@ async def test_generation_stops_at_the_context_end(tiny_gguf: Path) -> None:
         # llama.cpp rounds the context up (to 256 tokens here).
         assert usage is not None and usage.prompt_tokens + usage.completion_tokens == engine.n_ctx
         assert_cache_consistent(engine)
-        assert len(engine._history.tokens) == engine.n_ctx - 1
+        assert len(engine._cache.history.tokens) == engine.n_ctx - 1
         again = (await collect(engine, [user("hi")], max_tokens=2))[-1].usage
         assert again is not None and again.cached_tokens == again.prompt_tokens - 1
     finally:
@@ -306,7 +306,7 @@ async def test_deltas_are_utf8_safe(engine: LlamaCpp) -> None:
 
 
 def test_text_stream_joins_split_characters_and_holds_stop_prefixes() -> None:
-    from aerix.engines._sampling import TextStream
+    from aerix.engines.llamacpp._sampling import TextStream
 
     s = TextStream(["</end>"])
     data = "añ日</e".encode()
@@ -432,7 +432,7 @@ async def test_reused_cache_gives_the_same_tokens_as_a_fresh_prefill(
     second = await collect(engine, messages, temperature=0, max_tokens=8)
     usage = second[-1].usage
     assert usage is not None and usage.cached_tokens > 0
-    history = engine._history
+    history = engine._cache.history
     prompt = history.tokens[: history.prompt_len]
     generated = history.tokens[history.prompt_len :]
     assert len(prompt) == usage.prompt_tokens and len(generated) == 7
@@ -466,7 +466,7 @@ async def test_stop_string_output_is_reused_up_to_the_kept_text(engine: LlamaCpp
     kept = text_of(deltas)
     assert kept == full[: full.index(stop)] and deltas[-1].finish == "stop"
     # The cache holds the tokens whose bytes lie wholly inside the kept text.
-    history = engine._history
+    history = engine._cache.history
     k = max(
         i for i in range(len(history.pieces) + 1) if kept.encode().startswith(b"".join(history.pieces[:i]))
     )
@@ -668,7 +668,7 @@ def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
         LlamaCpp(tmp_path / "nope.gguf")
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a gguf")
-    with pytest.raises(ValueError, match="could not load"):
+    with pytest.raises(ValueError, match="is not a GGUF file"):
         LlamaCpp(junk)
 
 
@@ -693,10 +693,10 @@ def test_a_missing_dependency_names_the_extra(monkeypatch: pytest.MonkeyPatch, m
     import aerix.engines
 
     # Re-import the modules that import llama_cpp or llguidance; restore them afterwards.
-    for name in ("llamacpp", "_constraint", "_llama_vocab"):
-        monkeypatch.delitem(sys.modules, f"aerix.engines.{name}", raising=False)
-        if hasattr(aerix.engines, name):
-            monkeypatch.setattr(aerix.engines, name, getattr(aerix.engines, name))
+    for name in [m for m in sys.modules if m.startswith("aerix.engines.llamacpp")]:
+        monkeypatch.delitem(sys.modules, name)
+    if hasattr(aerix.engines, "llamacpp"):
+        monkeypatch.setattr(aerix.engines, "llamacpp", aerix.engines.llamacpp)
     monkeypatch.setitem(sys.modules, missing, None)
     with pytest.raises(ImportError, match=re.escape("pip install 'aerix[llama]'")):
         importlib.import_module("aerix.engines.llamacpp")

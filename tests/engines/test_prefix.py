@@ -1,8 +1,8 @@
-"""Prefix reuse planning (`aerix.engines._prefix`): pure, with a byte-level fake tokenizer."""
+"""Prefix reuse planning (`aerix.engines.llamacpp._prefix`): pure, with a byte-level fake tokenizer."""
 
 from __future__ import annotations
 
-from aerix.engines._prefix import TokenHistory
+from aerix.engines.llamacpp._prefix import TokenHistory
 
 BOS = 1000
 

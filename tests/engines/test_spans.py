@@ -1,4 +1,4 @@
-"""Reading the user's messages (`aerix.engines._spans`): pure, no model needed."""
+"""Reading the user's messages (`aerix.engines.llamacpp.rules._spans`): pure, no model needed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from aerix.engines._spans import (
+from aerix.engines.llamacpp.rules._spans import (
     Spans,
     cut_short,
     in_series,

@@ -1,4 +1,4 @@
-"""Units (`aerix.engines._units`): the unit a field asks for, the quantities a request gives."""
+"""Units (`aerix.engines.llamacpp.rules._units`): the unit a field asks for, the quantities a request gives."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from aerix.engines._units import CLOCK, Quantity, field_unit, quantities
+from aerix.engines.llamacpp.rules._units import CLOCK, Quantity, field_unit, quantities
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,18 @@
 
 Routes:
 
-- `GET /`: the page; `GET /static/…`: its script and style.
+- `GET /`: the page; `GET /static/…`: its script, style and icon (also at
+  `GET /favicon.ico`).
 - `GET /api/config`: the pickable tools and the default settings.
 - `GET /api/session`: this session's settings, whether it is busy, and the
   events of its runs (a reloaded page shows the conversation again).
 - `POST /api/run` with `{"prompt": …, "settings": {…}}`: starts a run and
   answers with `text/event-stream`: a `session` event (`{"type": "session",
   "conversation": "same" | "new"}`), then one `data:` line of JSON
-  (`to_dict()`) per event, ending with the run's `final` or `end`. A session that is busy
+  (`to_dict()`) per event, ending with the run's `final` or `end`. While the run
+  waits on an engine that reports its `progress` (`LlamaCpp`), `progress` events
+  (`{"type": "progress", "phase": "prefill" | "decode" | null, …, "text": …}`)
+  come between them, a few times a second while it changes. A session that is busy
   gets HTTP 409 with `{"error": …}`; bad settings get 400. Closing the stream
   aborts the run.
 - `POST /api/stop`: aborts this session's run. `POST /api/reset`: forgets
@@ -39,6 +43,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import AerixError
 from ..options import Hooks, Limits
 from ..tools import Tool
+from ._progress import IDLE, has_progress, read_progress
 from ._session import ModelFactory, Run, Session, SessionStore, Settings, parse_settings, tool_summaries
 
 __all__ = ["COOKIE", "DEFAULT_INSTRUCTIONS", "create_app"]
@@ -48,6 +53,8 @@ COOKIE = "aerix_session"
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help, then answer briefly."
 HEARTBEAT_S = 10.0
 """Seconds between keep-alive comments on a quiet stream (a closed tab is noticed on the next write)."""
+PROGRESS_S = 0.25
+"""Seconds between two readings of the engine's `progress` during a run."""
 
 
 def create_app(
@@ -105,6 +112,9 @@ def create_app(
         session, new = _session(request, store)
         response = FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
         return _with_cookie(response, session, new)
+
+    async def favicon(request: Request) -> Response:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
     async def get_config(request: Request) -> Response:
         return JSONResponse(config)
@@ -180,6 +190,7 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/", page),
+            Route("/favicon.ico", favicon),
             Route("/api/config", get_config),
             Route("/api/session", get_session),
             Route("/api/run", post_run, methods=["POST"]),
@@ -195,20 +206,35 @@ def create_app(
 
 
 async def _stream(run: Run, hello: dict[str, Any]) -> AsyncIterator[str]:
-    """The run's events as SSE frames; leaving early (a closed tab) aborts the run."""
+    """The run's events and the engine's progress as SSE frames; a closed tab aborts the run."""
     getter: asyncio.Future[dict[str, Any] | None] | None = None
+    clock = asyncio.get_running_loop().time
+    watch = has_progress(run.model)
+    shown = ""  # the text of the last progress frame: the engine was idle
+    last_frame = next_reading = clock()
     try:
         yield _frame(hello, event="session")
         while True:
             # One pending get at a time, never cancelled by the heartbeat: no event is lost.
             getter = getter or asyncio.ensure_future(run.queue.get())
-            done, _ = await asyncio.wait({getter}, timeout=HEARTBEAT_S)
+            done, _ = await asyncio.wait({getter}, timeout=PROGRESS_S if watch else HEARTBEAT_S)
+            now = clock()
+            if watch and now >= next_reading and not run.finished:
+                next_reading = now + PROGRESS_S
+                progress = read_progress(run.model) or IDLE
+                if progress["text"] != shown:
+                    shown = progress["text"]
+                    last_frame = now
+                    yield _frame(progress, event="progress")
             if not done:
-                yield ": keep-alive\n\n"
+                if now - last_frame >= HEARTBEAT_S:
+                    last_frame = now
+                    yield ": keep-alive\n\n"
                 continue
             item, getter = getter.result(), None
             if item is None:
                 return
+            last_frame = now
             yield _frame(item)
     finally:
         if getter is not None:

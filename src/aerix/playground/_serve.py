@@ -69,7 +69,7 @@ def serve(
             flush=True,
         )
     if isinstance(model, str | os.PathLike):
-        from ..engines._load import load
+        from .. import load
 
         name = os.fspath(model)
         engine: Model = load(model)

@@ -132,6 +132,8 @@ class Run:
     """The events for the page's stream; `None` after the last."""
     task: asyncio.Task[None] | None = None
     """The task that drives the run."""
+    model: object = None
+    """The agent's model, whose `progress` (if it has one) the page shows while the run waits on it."""
 
     @property
     def finished(self) -> bool:
@@ -211,7 +213,7 @@ class Session:
                 self.agent = await _build(settings, tools, factory, hooks)
                 self.settings = settings
                 self.runs.clear()
-            run = Run(prompt=prompt)
+            run = Run(prompt=prompt, model=self.agent.model)
             events = self.agent.run(prompt, signal=run.controller.signal)
         finally:
             self.starting = False

@@ -1,5 +1,6 @@
 // The aerix playground page: sends a prompt, reads the run's Server-Sent Events
-// (one JSON event per frame, as Python's `to_dict()` writes it) and draws them.
+// (one JSON event per frame, as Python's `to_dict()` writes it) and draws them,
+// with the engine's progress ("prefill 384/1055 tokens · 3.2 s") while it works.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -29,8 +30,24 @@ class RunView {
     this.calls = new Map();
     this.totals = { prompt: 0, cached: 0, completion: 0 };
     this.ended = false;
+    this.bar = null; // the engine's progress line, while it has something to say
     $("empty").hidden = true;
     log.append(this.root);
+  }
+
+  // A `progress` frame: what the engine is doing; an empty text means idle.
+  progress(p) {
+    if (this.ended) return;
+    if (!p.text) {
+      if (this.bar) this.bar.hidden = true;
+      return;
+    }
+    if (!this.bar) this.bar = el("div", "progress");
+    this.bar.textContent = p.text;
+    this.bar.dataset.phase = p.phase;
+    this.bar.hidden = false;
+    this.root.append(this.bar); // kept last, below what the run has shown so far
+    scrollDown();
   }
 
   generation() {
@@ -146,6 +163,7 @@ class RunView {
   finish(how) {
     this.ended = true;
     this.open = null;
+    if (this.bar) this.bar.remove();
     const t = this.totals;
     const line = `${this.count} generation${this.count === 1 ? "" : "s"} · ${t.prompt} prompt tokens ` +
       `(${t.cached} cached) · ${t.completion} completion tokens`;
@@ -282,7 +300,8 @@ async function send(prompt) {
         return;
       }
       if (!view) view = new RunView(prompt);
-      view.handle(data);
+      if (name === "progress") view.progress(data);
+      else view.handle(data);
     });
   } catch (err) {
     notice(`The stream broke: ${err}`);

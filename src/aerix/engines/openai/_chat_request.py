@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from ..model import ChatMessage, GenerateOptions
+from ...model import ChatMessage, GenerateOptions
 
 __all__ = ["DIALECTS", "SAMPLING_FIELDS", "Dialect", "build_body", "response_format"]
 

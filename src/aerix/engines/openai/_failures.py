@@ -21,6 +21,7 @@ __all__ = [
     "connect_cause",
     "describe",
     "read_error_detail",
+    "refuses_json_schema",
     "retry_delay",
     "status_cause",
 ]
@@ -76,18 +77,67 @@ async def read_error_detail(response: httpx.Response) -> str:
         return excerpt(text, 500)
 
 
-def status_cause(status: int, detail: str, attempt: int, *, url: str, model: str, dialect: str) -> str:
-    """Why an HTTP error status failed the request, and what to check."""
+REFUSAL_STATUS = frozenset({400, 422, 500})
+"""HTTP statuses with which servers refuse a request field they do not take."""
+
+
+def refuses_json_schema(status: int, detail: str) -> bool:
+    """Whether an error answer says that the server does not take the `json_schema` response format.
+
+    llama-cpp-python's server answers HTTP 500 with its request model's
+    validation error (`'loc': ('body', 'response_format', 'type')`, "Input
+    should be 'text' or 'json_object'", `'input': 'json_schema'`); older
+    `llama-server`s answered "response_format type must be one of "text" or
+    "json_object", but got: json_schema". A refusal of the schema itself
+    (OpenAI's "Invalid schema for response_format 'turn'") names neither form.
+    """
+    text = detail.lower()
+    return (
+        status in REFUSAL_STATUS
+        and "response_format" in text
+        and ("json_schema" in text or "json_object" in text)
+    )
+
+
+def status_cause(
+    status: int,
+    detail: str,
+    attempt: int,
+    *,
+    url: str,
+    model: str,
+    dialect: str,
+    fell_back: bool = False,
+) -> str:
+    """Why an HTTP error status failed the request, and what to check.
+
+    Args:
+        status: The HTTP status.
+        detail: The server's message, quoted (`read_error_detail`).
+        attempt: The attempt that failed, from 0.
+        url: Where the request went.
+        model: The model name sent.
+        dialect: The dialect the request was sent in.
+        fell_back: The engine had moved from `json_schema` to `json_object`
+            after the server refused the first.
+    """
     cause = f"answered HTTP {status} to POST {url}: {detail}{attempts(attempt)}"
     if status == 404:
         return f"{cause}; check base_url (it usually ends in /v1) and model={model!r}"
     if status in (401, 403):
         return f"{cause}; check api_key"
-    if status in (400, 422, 500) and dialect != "none" and "response_format" in detail:
-        return (
-            f"{cause}; the server may not accept dialect={dialect!r}: try "
-            "dialect='json_object' (llama-cpp-python's server) or dialect='none'"
+    if status in REFUSAL_STATUS and dialect != "none" and "response_format" in detail:
+        if fell_back:
+            return (
+                f"{cause}; the server refused dialect='json_schema' and then dialect={dialect!r}: "
+                "try dialect='none'"
+            )
+        other = (
+            "dialect='json_object' (llama-cpp-python's server)"
+            if dialect == "json_schema"
+            else "dialect='json_schema' (vLLM, SGLang, llama-server, Ollama, OpenAI)"
         )
+        return f"{cause}; the server may not accept dialect={dialect!r}: try {other} or dialect='none'"
     if status in RETRY_STATUS:
         return f"{cause}; the server is overloaded or restarting: raise retries or add replicas"
     return cause

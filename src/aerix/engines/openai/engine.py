@@ -10,12 +10,18 @@ connections to the server.
 Every failure is an `EngineError` raised from the `chat` iterator, naming the
 server and the cause; connect and read timeouts bound every wait, so a dead or
 stalled server never hangs a run.
+
+Unless told which `dialect` to speak, the engine starts with `json_schema` and,
+if the server's first answer refuses that response format (llama-cpp-python's
+server does), sends the same request again as `json_object` and keeps that
+form, logging a warning on the `aerix.engines.openai` logger once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 import threading
 import weakref
@@ -28,9 +34,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.OpenAICompatible needs httpx: pip install 'aerix[server]'") from exc
 
-from ..abort import _nothing
-from ..errors import AerixError
-from ..model import ChatMessage, Delta, GenerateOptions, Usage
+from ...errors import AerixError
+from ...model import ChatMessage, Delta, GenerateOptions, Usage
 from ._chat_request import DIALECTS, Dialect, build_body
 from ._failures import (
     RETRY_STATUS,
@@ -39,6 +44,7 @@ from ._failures import (
     connect_cause,
     describe,
     read_error_detail,
+    refuses_json_schema,
     retry_delay,
     status_cause,
 )
@@ -49,6 +55,11 @@ __all__ = ["Dialect", "EngineError", "OpenAICompatible"]
 
 EventHook: TypeAlias = Callable[..., Any]
 """An httpx event hook: an async function of the `httpx.Request` (or `httpx.Response`)."""
+BodyFor: TypeAlias = Callable[[Dialect], dict[str, Any]]
+"""The body of one request, in a given dialect."""
+
+log = logging.getLogger(__name__.rsplit(".", 1)[0])
+"""`aerix.engines.openai`: where the engine says that it changed its dialect."""
 
 
 class _Aborted:
@@ -76,9 +87,13 @@ class OpenAICompatible:
         model: The model name the server serves (vLLM's `--served-model-name`).
         api_key: Sent as `Authorization: Bearer <api_key>` when given.
         dialect: How the JSON constraint is sent: `"json_schema"` (vLLM, SGLang,
-            `llama-server`, Ollama, OpenAI; the default), `"json_object"`
+            `llama-server`, Ollama, OpenAI), `"json_object"`
             (`llama-cpp-python`'s server) or `"none"` (not sent; parse-and-retry
-            only).
+            only). `None` (the default): `"json_schema"`, unless the server
+            refuses it in its first answer; then that request is sent again as
+            `"json_object"`, which the engine keeps (see `dialect`), with a
+            warning on the `aerix.engines.openai` logger. A dialect given here
+            is kept whatever the server answers.
         connect_timeout: Seconds to open a connection.
         read_timeout: Seconds to wait for the response headers, and then for
             each piece of the stream; a server silent for longer is an error.
@@ -106,7 +121,7 @@ class OpenAICompatible:
         model: str,
         api_key: str | None = None,
         *,
-        dialect: Dialect = "json_schema",
+        dialect: Dialect | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 120.0,
         retries: int = 2,
@@ -125,8 +140,12 @@ class OpenAICompatible:
         """The API root, without a trailing slash."""
         self.model = model
         """The model name sent with every request."""
-        self.dialect: Dialect = dialect
-        """How the JSON constraint is sent."""
+        self.dialect: Dialect = "json_schema" if dialect is None else dialect
+        """How the JSON constraint is sent now: the one given, or the one the engine chose."""
+        self._choose = dialect is None
+        # Whether the dialect is decided: given, or json_schema answered once, or the fallback made.
+        self._settled = not self._choose
+        self._fell_back = False
         self.url = f"{self.base_url}/chat/completions"
         """Where requests go."""
         self.connect_timeout = float(connect_timeout)
@@ -150,6 +169,11 @@ class OpenAICompatible:
         self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lanes] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        """The model's name, as traces give it (`chat {name}`): the server's model name, `model`."""
+        return self.model
 
     def __repr__(self) -> str:
         return f"OpenAICompatible(base_url={self.base_url!r}, model={self.model!r}, dialect={self.dialect!r})"
@@ -176,15 +200,19 @@ class OpenAICompatible:
         if signal is not None and signal.aborted:
             yield _ABORTED_DONE
             return
-        body = build_body(self.model, messages, opts, dialect=self.dialect, extra_body=self._extra_body)
+        extra = self._extra_body
+
+        def body_for(dialect: Dialect) -> dict[str, Any]:
+            return build_body(self.model, messages, opts, dialect=dialect, extra_body=extra)
+
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[_Item] = asyncio.Queue()
         # The request runs in its own task so that an abort (from any thread)
         # can cancel it, closing the connection, without cancelling our caller.
-        task = loop.create_task(self._produce(body, queue.put_nowait))
+        task = loop.create_task(self._produce(body_for, queue.put_nowait))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        remove = signal.add_callback(_canceller(loop, task)) if signal is not None else _nothing
+        remove = signal.add_callback(_canceller(loop, task)) if signal is not None else _no_callback
         finished = False
         try:
             while True:
@@ -256,15 +284,15 @@ class OpenAICompatible:
     def _error(self, cause: str) -> EngineError:
         return EngineError(self.base_url, cause)
 
-    async def _produce(self, body: dict[str, Any], put: Callable[[_Item], None]) -> None:
+    async def _produce(self, body_for: BodyFor, put: Callable[[_Item], None]) -> None:
         try:
             if self._given_client is not None:
-                await self._request(self._given_client, body, put)
+                await self._send(self._given_client, body_for, put)
                 return
             lanes = self._loop_lanes()
             lane = await lanes.acquire()
             try:
-                await self._request(lane, body, put)
+                await self._send(lane, body_for, put)
             finally:
                 await lanes.release(lane)
         except asyncio.CancelledError:
@@ -277,10 +305,46 @@ class OpenAICompatible:
             error.__cause__ = exc
             put(error)
 
+    async def _send(self, client: httpx.AsyncClient, body_for: BodyFor, put: Callable[[_Item], None]) -> None:
+        """Send the request in the engine's dialect; once more in the new one if the engine fell back."""
+        dialect = self.dialect
+        if not await self._request(client, body_for(dialect), dialect, put):
+            await self._request(client, body_for(self.dialect), self.dialect, put)
+
+    def _fall_back(self, body: dict[str, Any], dialect: Dialect, status: int, detail: str) -> bool:
+        """Whether to send a refused `json_schema` request again as `json_object` (switching once)."""
+        if not (
+            self._choose
+            and dialect == "json_schema"
+            and "response_format" in body
+            and "response_format" not in self._extra_body  # the caller's own format: not ours to change
+            and refuses_json_schema(status, detail)
+        ):
+            return False
+        with self._lock:
+            if self._settled and not self._fell_back:  # json_schema has worked: this is another refusal
+                return False
+            switched, self._settled, self._fell_back = not self._fell_back, True, True
+            self.dialect = "json_object"
+        if switched:
+            log.warning(
+                "server %s refused the json_schema response format (HTTP %d); this engine uses "
+                "dialect='json_object' from now on (pass dialect='json_object' to skip this check)",
+                self.base_url,
+                status,
+            )
+        return True
+
     async def _request(
-        self, client: httpx.AsyncClient, body: dict[str, Any], put: Callable[[_Item], None]
-    ) -> None:
-        """Send the request, retrying what failed before its first byte; stream the answer to `put`."""
+        self, client: httpx.AsyncClient, body: dict[str, Any], dialect: Dialect, put: Callable[[_Item], None]
+    ) -> bool:
+        """Send the request, retrying what failed before its first byte; stream the answer to `put`.
+
+        Returns:
+            `True` once the answer is streamed; `False` when the server refused
+            the `json_schema` response format and the engine now speaks
+            `json_object` (send the request again).
+        """
         headers = self._headers if client is self._given_client else None  # lanes carry them
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
@@ -288,12 +352,16 @@ class OpenAICompatible:
             try:
                 async with client.stream("POST", self.url, json=body, headers=headers) as response:
                     if response.status_code == 200:
+                        if dialect == "json_schema":  # the server takes it: a later refusal is another matter
+                            self._settled = True
                         await self._read_stream(response, put)
-                        return
+                        return True
                     detail = await read_error_detail(response)
                     if response.status_code in RETRY_STATUS and not last:
                         await asyncio.sleep(retry_delay(self.backoff, attempt, response))
                         continue
+                    if self._fall_back(body, dialect, response.status_code, detail):
+                        return False
                     raise self._error(
                         status_cause(
                             response.status_code,
@@ -301,7 +369,8 @@ class OpenAICompatible:
                             attempt,
                             url=self.url,
                             model=self.model,
-                            dialect=self.dialect,
+                            dialect=dialect,
+                            fell_back=self._fell_back and dialect == "json_object",
                         )
                     )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -326,6 +395,7 @@ class OpenAICompatible:
             finally:
                 if response is not None:
                     _unbind(response)
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     async def _read_stream(self, response: httpx.Response, put: Callable[[_Item], None]) -> None:
         """Turn the event stream into deltas; fail on anything but a finished generation."""
@@ -393,9 +463,11 @@ def _check_options(
         )
     if not isinstance(model, str) or not model:
         raise AerixError("options", f"model must be the server's model name, got {model!r}")
-    if dialect not in DIALECTS:
+    if dialect is not None and dialect not in DIALECTS:
         allowed = ", ".join(map(repr, DIALECTS))
-        raise AerixError("options", f"dialect must be one of {allowed}, got {dialect!r}")
+        raise AerixError(
+            "options", f"dialect must be one of {allowed} (or None: let the engine choose), got {dialect!r}"
+        )
     for name, value, low in (
         ("connect_timeout", connect_timeout, 0.0),
         ("read_timeout", read_timeout, 0.0),
@@ -454,3 +526,7 @@ def _canceller(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> Cal
             loop.call_soon_threadsafe(task.cancel)
 
     return cancel
+
+
+def _no_callback() -> None:
+    """The remover of a callback that was never added (no signal)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AerixError
+from ...errors import AerixError
 from ._sampling import Bitmask
 
 try:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import FinishReason, Usage
+from ...model import FinishReason, Usage
 
 __all__ = [
     "DONE",

@@ -25,11 +25,7 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import llama_cpp
-    from llama_cpp import _internals
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("aerix.engines.LlamaCpp needs llama-cpp-python: pip install 'aerix[llama]'") from exc
+from ._llama import ScoringContext
 
 __all__ = ["LEAD", "FitScorer"]
 
@@ -56,14 +52,8 @@ class FitScorer:
         tokenize: Callable[[bytes, bool], list[int]],
         n_ctx: int = 512,
     ) -> None:
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = params.n_batch = params.n_ubatch = n_ctx
-        params.n_threads = llama.context_params.n_threads
-        params.n_threads_batch = llama.context_params.n_threads_batch
-        self._ctx: Any = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
-        self._batch: Any = _internals.LlamaBatch(n_tokens=n_ctx, embd=0, n_seq_max=1, verbose=False)
+        self._ctx = ScoringContext(llama, n_ctx)
         self._n_ctx = n_ctx
-        self._n_vocab = int(llama.n_vocab())
         self._render = render
         self._tokenize = tokenize
         self._cached: list[int] = []
@@ -74,7 +64,6 @@ class FitScorer:
 
     def close(self) -> None:
         """Free the scoring context."""
-        self._batch.close()
         self._ctx.close()
 
     def score(self, request: str, tools: Sequence[str]) -> float:
@@ -111,21 +100,12 @@ class FitScorer:
             if a != b:
                 break
             reuse += 1
-        if not self._ctx.kv_cache_seq_rm(0, reuse, -1):
-            self._ctx.kv_cache_clear()
-            reuse = 0
+        reuse = self._ctx.keep(reuse)
         # Logits only where they predict a target token: from the prefix's last token on.
         first = len(prefix) - 1
-        batch = self._batch.batch
-        batch.n_tokens = len(tokens) - reuse
-        for i, token in enumerate(tokens[reuse:]):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, reuse + i, 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = reuse + i >= first
         self._cached = []  # until the decode succeeds
-        self._ctx.decode(self._batch)
+        rows = self._ctx.decode(tokens[reuse:], reuse, first)
         self._cached = tokens
-        rows = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(len(tokens) - first, self._n_vocab))
         logits = rows[: len(target)].astype(np.float64)
         top = logits.max(axis=1)
         norm = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))

@@ -13,6 +13,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = ["Vocab"]
 
+_PROBE = "x  y\n\tz é".encode()
+"""A text to tokenise alone: spaces, control characters and a two-byte character."""
+
 
 class Vocab:
     """The vocabulary of a loaded model.
@@ -27,6 +30,12 @@ class Vocab:
         """Tokens in the vocabulary (the logits' length)."""
         self.byte_level = llama_cpp.llama_vocab_type(self.ptr) == llama_cpp.LLAMA_VOCAB_TYPE_BPE
         """Whether the tokens are byte-level BPE: any piece of text tokenises alone exactly."""
+        spm = llama_cpp.llama_vocab_type(self.ptr) == llama_cpp.LLAMA_VOCAB_TYPE_SPM
+        self.exact_pieces = self.byte_level or (spm and self.spells_alone(_PROBE))
+        """Whether any piece of text tokenises alone into tokens that spell it exactly, so
+        that the new part of a prompt can be tokenised after the cached bytes
+        (`TokenHistory.plan(text_reuse=True)`): byte-level BPE, or a SentencePiece
+        vocabulary that adds no leading space (Gemma's; Llama 2's adds one)."""
         self._pieces: dict[int, tuple[bytes, bytes]] = {}
         self._texts: dict[int, str] = {}
 
@@ -56,6 +65,13 @@ class Vocab:
             if n >= 0:
                 return buf.raw[:n]
             size = -n
+
+    def spells_alone(self, text: bytes) -> bool:
+        """Whether `text`, tokenised on its own (no BOS, no special tokens), spells `text` again."""
+        room = len(text) + 8
+        tokens = (llama_cpp.llama_token * room)()
+        n = int(llama_cpp.llama_tokenize(self.ptr, text, len(text), tokens, room, False, False))
+        return n >= 0 and b"".join(self.raw_piece(t) for t in tokens[:n]) == text
 
     def text(self, token: int) -> str:
         """The token as text; `""` for -1 (no such token)."""

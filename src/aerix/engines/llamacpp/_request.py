@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..abort import AbortSignal
-from ..errors import AerixError
-from ..model import ChatMessage, GenerateOptions
+from ...abort import AbortSignal
+from ...errors import AerixError
+from ...model import ChatMessage, GenerateOptions
 from ._sampling import Sampling
 
 __all__ = ["Request", "parse_request"]

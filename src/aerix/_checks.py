@@ -1,0 +1,93 @@
+"""Checks of what an `Agent` is given: its options, and each run's prompt and signal.
+
+Each refuses a bad value with `AerixError(kind="options")`, naming the value and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .abort import AbortSignal
+from .errors import AerixError
+from .tools import Tool
+
+__all__ = ["check_agent_options", "check_run_args", "check_tool_choice", "check_tools", "unencodable"]
+
+
+def check_agent_options(
+    unknown: Mapping[str, Any], model: object, instructions: object, constrain: object
+) -> None:
+    """Check the `Agent` options that have no type of their own."""
+    if unknown:
+        allowed = "model, instructions, tools, limits, generation, constrain, hooks, tool_choice"
+        raise AerixError("options", f"unknown option {next(iter(unknown))!r}; options are {allowed}")
+    if not callable(getattr(model, "chat", None)):
+        raise AerixError(
+            "options",
+            f"model must have a chat(messages, opts) method; got {type(model).__name__}",
+        )
+    if not isinstance(instructions, str):
+        raise AerixError("options", f"instructions must be a string, got {type(instructions).__name__}")
+    if not isinstance(constrain, bool):
+        raise AerixError("options", f"constrain must be True or False, got {constrain!r}")
+
+
+def check_run_args(prompt: object, signal: object) -> None:
+    """Check a run's prompt (a string with some text, all of it encodable as UTF-8) and signal."""
+    if not isinstance(prompt, str):
+        raise AerixError("options", f"prompt must be a string, got {type(prompt).__name__}")
+    if not prompt or prompt.isspace():
+        raise AerixError("options", f"the prompt is empty ({prompt!r}); give the model a question or a task")
+    if (problem := unencodable(prompt)) is not None:
+        raise AerixError("options", f"prompt{problem}")
+    if signal is not None and not isinstance(signal, AbortSignal):
+        raise AerixError("options", f"signal must be an AbortSignal or None, got {type(signal).__name__}")
+
+
+def unencodable(text: str) -> str | None:
+    """Where `text` holds a surrogate, which UTF-8 cannot encode (`"[3] is '\\ud800', …"`), else `None`."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        i = exc.start
+        pair = text[i : i + 2]
+        if len(pair) == 2 and pair[0] <= "\udbff" and "\udc00" <= pair[1] <= "\udfff":  # high, then low
+            return (
+                f"[{i}:{i + 2}] is {pair!r}, a UTF-16 surrogate pair that UTF-8 cannot encode; "
+                "join it into one character: text.encode('utf-16', 'surrogatepass').decode('utf-16')"
+            )
+        return (
+            f"[{i}] is {text[i]!r}, a lone surrogate that UTF-8 cannot encode; remove it, "
+            "or replace it and any other: text.encode('utf-8', 'replace').decode()"
+        )
+    return None
+
+
+def check_tools(tools: object) -> dict[str, Tool]:
+    """The agent's tools by name: a list of `Tool`s with unique names."""
+    if isinstance(tools, Tool | str | Mapping) or not isinstance(tools, Iterable):
+        raise AerixError("options", f"tools must be a list of tools, got {type(tools).__name__}")
+    out: dict[str, Tool] = {}
+    for i, t in enumerate(tools):
+        if not isinstance(t, Tool):
+            hint = "; decorate it with @aerix.tool" if callable(t) else ""
+            raise AerixError("options", f"tools[{i}] is not a Tool: {t!r}{hint}")
+        if t.name in out:
+            raise AerixError("options", f"two tools are named {t.name!r}; tool names must be unique")
+        out[t.name] = t
+    return out
+
+
+def check_tool_choice(choice: object, tools: Mapping[str, Tool]) -> str:
+    """`"auto"`, `"none"`, or (with tools) `"required"` or one tool's name."""
+    if choice in ("auto", "none"):
+        return str(choice)
+    if choice == "required" or choice in tools:
+        if not tools:
+            raise AerixError("options", f"tool_choice={choice!r} needs at least one tool")
+        return str(choice)
+    allowed = ", ".join(repr(c) for c in ("auto", "required", "none", *tools))
+    raise AerixError("options", f"bad tool_choice {choice!r}; one of {allowed}")

@@ -1,0 +1,68 @@
+"""A run's hooks: calling them, sync or async, and checking what they return.
+
+A hook that raises, or returns a value it may not return, raises `HookError`,
+which ends the run with `error`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ._checks import unencodable
+from ._guard import Aborted
+from .abort import AbortSignal
+from .errors import describe
+from .events import Call
+from .options import HookError, Hooks, check_after_call, check_before_call, check_on_final
+
+__all__ = ["after_call", "before_call", "on_final"]
+
+
+async def before_call(hooks: Hooks, call: Call) -> tuple[Call, str | None]:
+    """Apply `before_call`: the call to run (its input maybe replaced), and the refusal if denied."""
+    if hooks.before_call is None:
+        return call, None
+    outcome = check_before_call(await _call("before_call", hooks.before_call, call))
+    if outcome is None:
+        return call, None
+    key, value = outcome
+    if key == "deny":
+        return call, f"refused: {value}"
+    return replace(call, input=value), None
+
+
+async def after_call(hooks: Hooks, call: Call, text: str) -> str:
+    """Apply `after_call` to the result text of a call that ran: the text, or its replacement."""
+    if hooks.after_call is None:
+        return text
+    replaced = check_after_call(await _call("after_call", hooks.after_call, call, text))
+    return text if replaced is None else replaced
+
+
+async def on_final(hooks: Hooks, text: str, signal: AbortSignal) -> str | None:
+    """Apply `on_final`: the text to continue the run with, or `None` to accept the final.
+
+    Raises:
+        Aborted: The hook aborted the run.
+    """
+    if hooks.on_final is None:
+        return None
+    more = check_on_final(await _call("on_final", hooks.on_final, text))
+    if signal.aborted:
+        raise Aborted
+    if more is not None and (problem := unencodable(more)) is not None:
+        raise HookError(f"hook on_final: the continue text{problem}")
+    return more
+
+
+async def _call(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        out = fn(*args)
+        if inspect.isawaitable(out):
+            out = await out
+    except Exception as exc:
+        raise HookError(f"hook {name} raised {describe(exc)}") from exc
+    return out

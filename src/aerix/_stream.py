@@ -1,0 +1,76 @@
+"""One model reply, checked against the stream protocol while it streams.
+
+A model's stream is text deltas, then exactly one done delta (SPEC section 7).
+A stream that breaks the protocol is an engine failure: these checks raise, and
+the loop ends the run with `error` and their message.
+"""
+
+from __future__ import annotations
+
+from ._guard import Aborted
+from .abort import AbortSignal
+from .events import UsageEvent
+from .model import Delta
+
+__all__ = ["Reply"]
+
+
+class Reply:
+    """The deltas of one generation so far: their text and the done delta."""
+
+    __slots__ = ("_done", "_parts", "text")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._done: Delta | None = None
+        self.text = ""
+        """The whole text, once the stream has ended."""
+
+    def take(self, delta: Delta) -> str:
+        """Check one delta and keep its text; return the text (`""` for none).
+
+        Raises:
+            RuntimeError: The delta came after the done delta.
+            TypeError: Its text is not a `str`.
+        """
+        if self._done is not None:
+            raise RuntimeError("the model sent a delta after its done delta")
+        text = delta.text
+        if not isinstance(text, str):
+            raise TypeError(f"the model sent a delta whose text is {type(text).__name__}")
+        if text:
+            self._parts.append(text)
+        return text
+
+    def note(self, delta: Delta) -> None:
+        """Once its text is handed on: keep `delta` if it is the done delta."""
+        if delta.done:
+            self._done = delta
+
+    def end(self, signal: AbortSignal) -> None:
+        """Check, once the stream has ended, that it ended with its done delta; join the text.
+
+        Raises:
+            Aborted: It ended without it because the run was aborted (an
+                engine may end its stream on the abort).
+            RuntimeError: It ended without it otherwise.
+        """
+        if self._done is None:
+            if signal.aborted:
+                raise Aborted
+            raise RuntimeError("the model's stream ended without its done delta")
+        self.text = "".join(self._parts)
+
+    @property
+    def cut(self) -> bool:
+        """Whether the generation stopped on `max_tokens`."""
+        return self._done is not None and self._done.finish == "length"
+
+    def usage(self) -> UsageEvent:
+        """The generation's usage event (zeros where the done delta has no usage)."""
+        u = self._done.usage if self._done is not None else None
+        return UsageEvent(
+            prompt_tokens=u.prompt_tokens if u else 0,
+            completion_tokens=u.completion_tokens if u else 0,
+            cached_tokens=u.cached_tokens if u else 0,
+        )

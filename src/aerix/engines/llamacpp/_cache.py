@@ -1,0 +1,83 @@
+"""The KV cache and the tokens it holds: evaluate, cut back, keep the history in step.
+
+The engine keeps its own record of the cached tokens (`TokenHistory`: the
+last prompt's tokens and bytes, then one piece per generated token), so the
+next prompt can reuse what it extends. Every change of the cache goes through
+here, so the record and llama.cpp's cache never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import _llama
+from ._prefix import TokenHistory
+
+__all__ = ["KvCache"]
+
+
+class KvCache:
+    """A loaded `Llama`'s KV cache with its token history.
+
+    Args:
+        llama: The loaded `llama_cpp.Llama`.
+        n_vocab: The vocabulary's size (the logits' length).
+    """
+
+    def __init__(self, llama: Any, n_vocab: int) -> None:
+        self._llama = llama
+        self._n_vocab = n_vocab
+        self.n_ctx = int(llama.n_ctx())
+        """The context length in tokens."""
+        self.history = TokenHistory()
+        """The tokens the cache holds, with their bytes."""
+
+    @property
+    def n_tokens(self) -> int:
+        """How many tokens the cache holds."""
+        return int(self._llama.n_tokens)
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """Evaluate `tokens` after the cached ones (the history is the caller's)."""
+        if tokens:
+            self._llama.eval(tokens)
+
+    def eval_prompt(self, tokens: Sequence[int]) -> None:
+        """Evaluate prompt tokens and record them."""
+        self.eval(tokens)
+        self.history.extend_prompt(tokens)
+
+    def eval_generated(self, tokens: Sequence[int], pieces: Sequence[bytes]) -> None:
+        """Evaluate generated tokens and record them with their bytes."""
+        if tokens:
+            self.eval(tokens)
+            self.history.extend_generated(tokens, pieces[: len(tokens)])
+
+    def logits(self) -> Any:
+        """The logits after the last evaluated token (valid until the next eval)."""
+        return _llama.last_logits(self._llama, self._n_vocab)
+
+    def truncate(self, n: int) -> None:
+        """Cut the cache (and the history) to its first `n` tokens."""
+        if n < self.n_tokens:
+            _llama.keep(self._llama, n)
+        self.history.truncate(self.n_tokens)
+
+    def cut(self, n: int) -> None:
+        """Forget the tokens evaluated after the first `n` (decoded ahead, not in the history)."""
+        if self.n_tokens <= n:
+            return
+        if _llama.keep(self._llama, n) < n:  # a cache that cannot be cut in the middle
+            self.eval(self.history.tokens[:n])
+
+    def sync(self) -> None:
+        """After a generation, however it ended: the history matches the cache."""
+        n = min(self.n_tokens, len(self.history.tokens))
+        if list(self._llama.input_ids[:n]) != self.history.tokens[:n]:
+            n = 0  # should not happen; start over rather than trust a mismatch
+        n = _llama.keep(self._llama, n)
+        self._llama.n_tokens = n
+        self.history.truncate(n)
+        if n == 0:
+            self.history.clear()

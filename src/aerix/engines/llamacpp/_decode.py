@@ -1,0 +1,190 @@
+"""The decode loop: sample, let the hooks speak, jump forward over what the schema forces.
+
+After a complete prefill, each step reads the logits of the last token, masks
+them by the schema, lets the decode hooks adjust them, samples, lets the
+hooks choose another token or write tokens instead, then appends the tokens
+the schema forces next (jump-forward: evaluated in one batch, never
+sampled). Text streams out as it is decoded, held back only where a stop
+string may begin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...model import Delta, FinishReason
+from ._cache import KvCache
+from ._constraint import Constrained
+from ._hooks import DecodeHook, Step
+from ._lookahead import Lookahead
+from ._request import Request
+from ._sampling import TextStream, mask_logits, sample
+from ._vocab import Vocab
+from .rules import ValueBias
+
+__all__ = ["Counts", "Decoder", "Job"]
+
+
+class Job:
+    """One generation travelling from the event loop to the worker thread."""
+
+    def __init__(self, request: Request, loop: asyncio.AbstractEventLoop) -> None:
+        self.request = request
+        self.queue: asyncio.Queue[Delta | BaseException] = asyncio.Queue()
+        self.cancelled = threading.Event()
+        self._loop = loop
+
+    def stopped(self) -> bool:
+        """Whether the consumer left or the signal aborted."""
+        signal = self.request.signal
+        return self.cancelled.is_set() or (signal is not None and signal.aborted)
+
+    def emit(self, item: Delta | BaseException) -> None:
+        """Send a delta (or the exception that ends the stream) to the consumer."""
+        try:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the consumer's loop is closed: nobody listens any more
+            self.cancelled.set()
+
+
+class Counts:
+    """What a generation has done so far (read by `LlamaCpp.progress` from another thread)."""
+
+    __slots__ = ("forced", "generated", "prefilled")
+
+    def __init__(self) -> None:
+        self.prefilled = 0
+        self.generated = 0
+        self.forced = 0
+
+
+class Decoder:
+    """Generates on a KV cache, with decode hooks.
+
+    Args:
+        cache: The KV cache, prefilled with the prompt.
+        vocab: The model's vocabulary.
+        lookahead: The hooks' look-ahead.
+        hooks: The decode hooks, in order (see `_hooks`).
+        jump_forward: Evaluate the tokens the schema forces in one batch.
+    """
+
+    def __init__(
+        self,
+        cache: KvCache,
+        vocab: Vocab,
+        lookahead: Lookahead,
+        hooks: Sequence[DecodeHook],
+        *,
+        jump_forward: bool,
+    ) -> None:
+        self._cache = cache
+        self._vocab = vocab
+        self._lookahead = lookahead
+        self.hooks = tuple(hooks)
+        self._jump_forward = jump_forward
+
+    def run(
+        self,
+        job: Job,
+        constrained: Constrained | None,
+        bias: ValueBias | None,
+        counts: Counts,
+        rng: np.random.Generator,
+    ) -> FinishReason:
+        """Generate after a complete prefill.
+
+        The cache ends up holding every generated token but the last one sampled
+        or forced (an end token, a token past a stop string or `max_tokens`).
+        """
+        req, cache, vocab = job.request, self._cache, self._vocab
+        text = TextStream(req.stop)
+        limit = req.max_tokens
+        step: Step | None = None
+        if constrained is not None and bias is not None and self.hooks:
+            step = Step(
+                bias=bias,
+                constrained=constrained,
+                lookahead=self._lookahead,
+                piece=vocab.piece_text,
+                stopped=job.stopped,
+                sampling=req.sampling,
+                rng=rng,
+                room=None,
+            )
+        # A schema may force the first tokens already, e.g. `{"calls":[`.
+        batch = self._forced(constrained, limit, counts)
+        while True:
+            if batch:
+                counts.generated += len(batch)
+                pieces = self._emit_text(job, text, batch, bias)
+                if text.stopped:
+                    return self._finish(job, text, "stop")
+                if constrained is not None and constrained.done:
+                    # Keep the cache one token short of the output, as after an end token.
+                    if cache.n_tokens + len(batch) <= cache.n_ctx:
+                        cache.eval_generated(batch[:-1], pieces)
+                    return self._finish(job, text, "stop")
+                if limit is not None and counts.generated >= limit:
+                    return self._finish(job, text, "length")
+                if cache.n_tokens + len(batch) >= cache.n_ctx:
+                    return self._finish(job, text, "length")
+                cache.eval_generated(batch, pieces)
+            if job.stopped():
+                return self._finish(job, text, "stop")
+            logits = cache.logits()
+            mask = None if constrained is None else constrained.fill_mask()
+            instead: list[int] | None = None
+            active = [h for h in self.hooks if h.active(step)] if step and mask is not None else []
+            if step and active and mask is not None:
+                step.room = None if limit is None else limit - counts.generated
+                logits = mask_logits(logits, mask)
+                for hook in active:
+                    logits = hook.adjust(step, logits)
+                step.logits = logits
+                token = sample(logits, req.sampling, rng)
+                for hook in active:
+                    token = hook.choose(step, token)
+                for hook in active:
+                    instead = hook.write(step, token)
+                    if instead is not None:
+                        break
+            else:
+                token = sample(logits, req.sampling, rng, mask)
+            if vocab.is_end(token):
+                return self._finish(job, text, "stop")
+            batch = instead or [token]
+            if constrained is not None:
+                constrained.consume(batch)
+                room = None if limit is None else limit - counts.generated - 1
+                batch += self._forced(constrained, room, counts)
+
+    def _forced(self, constrained: Constrained | None, room: int | None, counts: Counts) -> list[int]:
+        """The tokens the schema forces now (consumed), at most `room` of them."""
+        if constrained is None or not self._jump_forward or constrained.done or room == 0:
+            return []
+        forced = constrained.forced()[:room]
+        if forced:
+            constrained.consume(forced)
+            counts.forced += len(forced)
+        return forced
+
+    def _finish(self, job: Job, text: TextStream, finish: FinishReason) -> FinishReason:
+        rest = text.flush()
+        if rest and not job.cancelled.is_set():
+            job.emit(Delta(text=rest))
+        return finish
+
+    def _emit_text(self, job: Job, text: TextStream, batch: list[int], bias: ValueBias | None) -> list[bytes]:
+        pieces = [self._vocab.piece(t) for t in batch]
+        data = b"".join(p[1] for p in pieces)
+        if bias is not None:
+            bias.feed(data)
+        out = text.push(data)
+        if out:
+            job.emit(Delta(text=out))
+        return [p[0] for p in pieces]

@@ -1,0 +1,233 @@
+"""The decode hooks: how the value rules reach the decode loop.
+
+At each step of a constrained generation in a tool's input, the decode loop
+asks its hooks, in order, three things; a hook answers those it cares about
+and inherits "no change" for the rest (`DecodeHook`):
+
+1. `adjust(step, logits)`: logits in, logits out (a nudge; the copy and
+   close biases). The loop then samples a token from them.
+2. `choose(step, token)`: the sampled token in, a token out (another first
+   token of a string, a closing token instead of an optional field).
+3. `write(step, token)`: the token in, forced tokens out: what to write
+   instead of the value that token starts (a number in the field's scale, a
+   date in the field's format, an optional field the request names), or
+   `None`; the first hook that writes ends the step.
+
+A hook acts only at the steps where `active(step)` says so, and the loop
+skips the masking and the hooks altogether when no hook is active, so a
+hook costs nothing where it has nothing to say. The rules' shared reading
+of the JSON written so far and of the user's messages is the step's
+`ValueBias`; the hooks' look-ahead is the step's `Lookahead`. Each hook can
+be tested alone with a fake step, and removed by leaving it out of the list
+(`LlamaCpp`'s options do that: `copy_bias=0, close_bias=0`,
+`string_choices=1`, `check_optional=False`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._constraint import Constrained
+from ._lookahead import Lookahead, log_norm
+from ._sampling import Logits, Sampling
+from .rules import ValueBias
+
+__all__ = [
+    "DecodeHook",
+    "DecodedAhead",
+    "OptionalFieldCheck",
+    "OptionalFieldOffer",
+    "Step",
+    "StringChoices",
+    "ValueNudges",
+    "default_hooks",
+]
+
+_SURE = math.log(0.5)
+"""The log-probability from which a string's first token is kept without choices."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Step:
+    """One decode step, as the hooks see it."""
+
+    bias: ValueBias
+    """The rules' reading of the JSON so far and of the user's messages."""
+    constrained: Constrained
+    """The constraint (the schema's matcher) at this step."""
+    lookahead: Lookahead
+    """Decodes a value ahead and cuts the KV cache back."""
+    piece: Callable[[int], str]
+    """A token's visible text."""
+    stopped: Callable[[], bool]
+    """Whether the generation was aborted (a look-ahead stops at once)."""
+    sampling: Sampling
+    """The generation's sampling settings."""
+    rng: np.random.Generator
+    """The generation's random generator."""
+    room: int | None
+    """Tokens left before `max_tokens` (`None`: no limit)."""
+    logits: Any = None
+    """The masked logits after `adjust` (set by the loop before `choose`)."""
+
+    def ahead(self, token: int | list[int], choice: bool = False) -> Any:
+        """`Lookahead.ahead` from `token`, for this step."""
+        return self.lookahead.ahead(self.stopped, self.constrained, self.bias, token, choice)
+
+    def allowed(self, text: str | None) -> list[int]:
+        """The tokens of `text` if the schema allows them next and they fit in `room`; else `[]`."""
+        return self.lookahead.allowed(self.constrained, text, self.room)
+
+
+class DecodeHook:
+    """A rule of the decode loop; each method's default is "no change"."""
+
+    def active(self, step: Step) -> bool:
+        """Whether this hook acts at this step (checked before the others run)."""
+        return False
+
+    def adjust(self, step: Step, logits: Logits) -> Logits:
+        """Logits in (masked by the schema), logits out; may change them in place."""
+        return logits
+
+    def choose(self, step: Step, token: int) -> int:
+        """The sampled token in, the token to go on with out."""
+        return token
+
+    def write(self, step: Step, token: int) -> list[int] | None:
+        """The tokens to write instead of `token` (the schema must allow them), or `None`."""
+        return None
+
+
+class ValueNudges(DecodeHook):
+    """The copy and close biases (`ValueBias.apply`): values lean to the user's own words,
+    and an object whose remaining fields are optional leans to closing."""
+
+    def active(self, step: Step) -> bool:
+        return step.bias.active
+
+    def adjust(self, step: Step, logits: Logits) -> Logits:
+        return step.bias.apply(logits)
+
+
+class StringChoices(DecodeHook):
+    """The first token of a string value in a tool's input: of the `n` likeliest first
+    tokens, the one whose whole value, decoded ahead, is likeliest (its tokens'
+    log-probabilities under the biases, summed); at a temperature above 0, drawn by
+    those likelihoods. The sampled token stays if the model gives its likeliest first
+    token even odds or more, or if no value ends within the look-ahead.
+
+    Args:
+        n: How many first tokens to compare (2 or more).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def active(self, step: Step) -> bool:
+        return step.bias.starts_string()
+
+    def choose(self, step: Step, token: int) -> int:
+        logits = step.logits
+        norm = log_norm(logits)
+        if float(logits.max()) - norm >= _SURE:
+            return token  # the model is sure of its first token
+        size = logits.shape[0]
+        k = min(self.n, size)
+        firsts = [int(t) for t in np.argpartition(logits, size - k)[size - k :] if np.isfinite(logits[t])]
+        scores = []
+        for t in firsts:
+            ahead = step.ahead(t, choice=True)
+            if ahead is not None and ahead.ended:
+                scores.append((float(logits[t]) - norm + ahead.log_p, t))
+        if not scores:
+            return token
+        temperature = step.sampling.temperature
+        if temperature <= 0:
+            return max(scores)[1]
+        weights = np.exp((np.array([s for s, _ in scores]) - max(scores)[0]) / temperature)
+        return scores[int(step.rng.choice(len(scores), p=weights / weights.sum()))][1]
+
+
+class OptionalFieldCheck(DecodeHook):
+    """Before the model adds an optional field to a tool's input, decode that field ahead
+    and close the object instead unless the user's messages give its value
+    (`ValueBias.supports`)."""
+
+    def active(self, step: Step) -> bool:
+        return step.bias.may_end_nested
+
+    def choose(self, step: Step, token: int) -> int:
+        bias, piece = step.bias, step.piece(token)
+        if not bias.adds_field(piece):
+            return token
+        closer = bias.closer(step.logits, piece)
+        if closer is None:
+            return token
+        ahead = step.ahead(token)
+        return token if ahead is None or bias.supports(ahead.text) else closer
+
+
+class DecodedAhead(DecodeHook):
+    """A value decoded ahead and written in the form its field asks for: the number a
+    scaled one means ("0.05" for "5%", "70" for "5ft 10in" in inches: `ValueBias.scaled`),
+    which the model may then end but not go on with, or a date in its field's format,
+    with the closing quote (`ValueBias.dated`)."""
+
+    def active(self, step: Step) -> bool:
+        return step.bias.active
+
+    def write(self, step: Step, token: int) -> list[int] | None:
+        bias = step.bias
+        if bias.starts_number(step.piece(token)):
+            ahead = step.ahead(token)
+            tokens = step.allowed(None if ahead is None else bias.scaled(ahead.text))
+            if tokens:
+                bias.seal()  # the model may end it, not add digits to it
+            return tokens or None
+        if bias.starts_date():
+            ahead = step.ahead(token, choice=True)
+            day = None if ahead is None else bias.dated(ahead.text)
+            return step.allowed(None if day is None else json.dumps(day)[1:]) or None
+        return None
+
+
+class OptionalFieldOffer(DecodeHook):
+    """Where the model closes a tool's input, offer an optional field the user's messages
+    name that it left out (`ValueBias.suggest`), kept if its value, decoded ahead, is one
+    the messages give (`ValueBias.supports`)."""
+
+    def active(self, step: Step) -> bool:
+        return step.bias.may_end_nested
+
+    def write(self, step: Step, token: int) -> list[int] | None:
+        bias = step.bias
+        tokens = step.allowed(bias.suggest(step.piece(token)))
+        if not tokens:
+            return None
+        ahead = step.ahead(tokens)
+        return tokens if ahead is not None and bias.supports(ahead.text) else None
+
+
+def default_hooks(
+    *, copy_bias: float, close_bias: float, string_choices: int, check_optional: bool
+) -> tuple[DecodeHook, ...]:
+    """The hooks of `LlamaCpp`'s options, in the order they run."""
+    hooks: list[DecodeHook] = []
+    if copy_bias or close_bias:
+        hooks += [ValueNudges()]
+    if string_choices > 1:
+        hooks += [StringChoices(string_choices)]
+    if check_optional:
+        hooks += [OptionalFieldCheck()]
+    if copy_bias:
+        hooks += [DecodedAhead()]
+    if check_optional:
+        hooks += [OptionalFieldOffer()]
+    return tuple(hooks)

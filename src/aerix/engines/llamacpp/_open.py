@@ -1,0 +1,68 @@
+"""Opening a GGUF: the checks before llama.cpp reads it, the default threads, the AMX guard."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...errors import AerixError
+from . import _llama
+
+__all__ = ["check_gguf", "default_threads", "guard_amx"]
+
+
+def default_threads() -> int:
+    """The engine's default threads, for decoding and prefill alike: half the CPUs this
+    process may run on (at least 1).
+
+    llama.cpp's threads spin while they wait for each other; with as many threads as
+    CPUs, one busy CPU stalls them all (on 2 CPUs with one busy, a prefill took 53 s
+    instead of 4 s). Half the CPUs leaves room for other work (docs/benchmarks.md).
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // 2)
+
+
+_GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a file that is not a GGUF before llama.cpp reads it.
+
+    Raises:
+        ValueError: The file does not start with GGUF's magic bytes, naming what it starts with.
+    """
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head != _GGUF_MAGIC:
+        raise ValueError(
+            f"{str(path)!r} is not a GGUF file (it starts with {head!r}, not b'GGUF'); "
+            "LlamaCpp loads .gguf model files: convert the model with llama.cpp's convert_hf_to_gguf.py"
+        )
+
+
+_GUARDED: dict[Path, str | None] = {}
+"""The guarded first decodes of this process, by file: what happened (`None`: it worked)."""
+
+
+def guard_amx(path: Path, threads: int) -> None:
+    """With `amx=True` on a CPU with AMX: decode a few tokens in a child process first, and
+    raise instead of crashing if llama.cpp's AMX path fails there (ggml-org/llama.cpp#20824).
+
+    Raises:
+        AerixError: `kind="options"`, naming the CPU, what happened and the option.
+    """
+    key = path.resolve()
+    if key not in _GUARDED:
+        _GUARDED[key] = _llama.probe_decode(path, threads)
+    failure = _GUARDED[key]
+    if failure is not None:
+        raise AerixError(
+            "options",
+            f"llama.cpp's AMX matrix path failed on this CPU ({_llama.cpu_name()}): a first decode of "
+            f"{str(path)!r} in a child process ended with {failure} (ggml-org/llama.cpp#20824); "
+            "load it with LlamaCpp(..., amx=False), the default, which keeps llama.cpp off that path",
+        )

@@ -1,0 +1,482 @@
+"""`LlamaCpp`: a local GGUF model on llama-cpp-python, as an aerix `Model`.
+
+The engine renders prompts with the model's own chat template, tokenises them
+itself and keeps its own token history, so a prompt that extends the last one
+prefills only the new part (`Usage.cached_tokens`). JSON constraints decode
+with llguidance's token mask and jump-forward over the tokens a schema forces.
+All blocking work runs on one worker thread per engine, which also serialises
+generations: one `Llama` context is not thread-safe, and many agents may
+share one engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import AerixError
+from ...model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
+from . import _llama
+from ._cache import KvCache
+from ._constraint import Constrained, SchemaCompiler
+from ._decode import Counts, Decoder, Job
+from ._fit import FitScorer
+from ._hooks import default_hooks
+from ._lookahead import Lookahead
+from ._open import check_gguf, default_threads, guard_amx
+from ._request import Request, parse_request
+from ._stats import GenerationStats, Progress
+from ._template import ChatTemplate
+from ._vocab import Vocab
+from .rules import ValueBias, value_bias
+
+__all__ = [
+    "CLOSE_BIAS",
+    "COPY_BIAS",
+    "FIT_THRESHOLD",
+    "STRING_CHOICES",
+    "GenerationStats",
+    "LlamaCpp",
+    "Progress",
+]
+
+COPY_BIAS = 2.5
+"""The default `copy_bias` (see `LlamaCpp`), in logits."""
+CLOSE_BIAS = 2.0
+"""The default `close_bias` (see `LlamaCpp`), in logits."""
+STRING_CHOICES = 3
+"""The default `string_choices` (see `LlamaCpp`)."""
+FIT_THRESHOLD = 0.2
+"""The default `fit_threshold` (see `LlamaCpp`), in nats per token."""
+
+
+class LlamaCpp:
+    """A GGUF model on llama.cpp, streaming `Delta`s (a `Model`).
+
+    Args:
+        model_path: The GGUF file.
+        n_ctx: Context length in tokens; 0 uses the model's training length.
+        n_threads: CPU threads for decoding and, unless `n_threads_batch` is given,
+            for prefill. `None`: half the CPUs this process may use (`default_threads`),
+            for both: llama-cpp-python's own default takes every CPU for prefill, which
+            stalls on a machine busy with other work.
+        n_batch: The most tokens evaluated in one `llama_decode` call.
+        prefill_chunk: Tokens prefilled between two checks of the abort signal.
+        chat_template: A Jinja chat template to use instead of the model's own.
+        jump_forward: Under a constraint, evaluate the tokens the schema forces in
+            one batch instead of sampling them one by one (turn off only to compare).
+        copy_bias: Under a constraint, add this to the logit of each likely token that
+            keeps a JSON string or number value a span of the user's messages (values
+            are usually copied from the request), and take it off the others once a
+            value is under way as a span. A number the messages name a field by ("a
+            weight of 70 kg") gets it twice in that field and not at all in the
+            object's other number fields. A number the messages give only as a
+            percentage ("5%") is written as the fraction it means (0.05), one given in
+            millions ("213 million") as the whole number, unless its field takes that
+            scale, and a quantity in another unit than its field names in that unit
+            ("5ft 10in": 70 "in inches"). Fields of a series (`mass1`, `mass2`) take
+            the values in order, and a string the model would end short of its name
+            goes on ("Louvre Museum"). 0 turns all this off.
+        close_bias: Under a constraint, add this to the logit of the tokens that close
+            a JSON object right after a value when its remaining fields are optional
+            (optional fields are then written only when the model is sure); 0 turns it off.
+        check_optional: Under a constraint, before the model adds an optional field to a
+            nested object (a tool's input), decode that field ahead and leave it out
+            unless the user's messages give its value; and before it closes such an
+            object, offer an optional field the messages name that it left out,
+            checked the same way.
+        string_choices: Under a constraint, at the start of a string value in a tool's
+            input where the model gives no first token even odds, decode the value ahead
+            from each of this many likeliest first tokens and keep the likeliest whole
+            value (greedy; drawn by the values' own likelihoods at a temperature above
+            0); 1 turns it off.
+        fit_threshold: The score from which a tool fits a request (`fit_score`); an
+            `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
+            turn, and calls a tool if one fits, else answers. `None`: no opinion
+            (the model's first key decides, as with any other model).
+        amx: Let llama.cpp use its AMX matrix path on a CPU with AMX (Intel Xeon from
+            Sapphire Rapids on). It crashes llama.cpp there (ggml-org/llama.cpp#20824), so
+            by default the weights load on such a CPU without llama.cpp's extra buffer types
+            (its AMX and repacked layouts; docs/benchmarks.md measures the cost); elsewhere
+            this option changes nothing. `True` on such a CPU first decodes a few tokens in
+            a child process, and raises `AerixError` naming the CPU if llama.cpp fails there.
+        verbose: Let llama.cpp print its logs.
+        **llama_kwargs: Passed on to `llama_cpp.Llama`.
+
+    Raises:
+        FileNotFoundError: `model_path` does not exist.
+        ValueError: The file is not a GGUF, llama.cpp cannot load it (truncated, damaged),
+            or its chat template is missing or does not compile; each names the file.
+        AerixError: `kind="options"`: a bad option.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        prefill_chunk: int = 64,
+        chat_template: str | None = None,
+        jump_forward: bool = True,
+        copy_bias: float = COPY_BIAS,
+        close_bias: float = CLOSE_BIAS,
+        check_optional: bool = True,
+        string_choices: int = STRING_CHOICES,
+        fit_threshold: float | None = FIT_THRESHOLD,
+        amx: bool = False,
+        verbose: bool = False,
+        **llama_kwargs: Any,
+    ) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"no GGUF file at {str(path)!r}; give the path of a .gguf model file, "
+                "or use aerix.load('smollm2-instruct') for the embedded default model"
+            )
+        if prefill_chunk < 1:
+            raise AerixError("options", f"prefill_chunk must be at least 1, got {prefill_chunk}")
+        for name, bias in (("copy_bias", copy_bias), ("close_bias", close_bias)):
+            if isinstance(bias, bool) or not isinstance(bias, int | float) or not 0 <= bias <= 100:
+                raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
+        if not isinstance(check_optional, bool):
+            raise AerixError("options", f"check_optional must be True or False, got {check_optional!r}")
+        if isinstance(string_choices, bool) or not isinstance(string_choices, int) or string_choices < 1:
+            raise AerixError(
+                "options", f"string_choices must be a whole number, 1 or more, got {string_choices!r}"
+            )
+        if fit_threshold is not None and (
+            isinstance(fit_threshold, bool)
+            or not isinstance(fit_threshold, int | float)
+            or not math.isfinite(fit_threshold)
+        ):
+            raise AerixError("options", f"fit_threshold must be a number or None, got {fit_threshold!r}")
+        batch_threads = llama_kwargs.get("n_threads_batch")
+        for name, value in (("n_threads", n_threads), ("n_threads_batch", batch_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise AerixError("options", f"{name} must be a whole number, 1 or more, got {value!r}")
+        if not isinstance(amx, bool):
+            raise AerixError("options", f"amx must be True or False, got {amx!r}")
+        threads = default_threads() if n_threads is None else n_threads
+        llama_kwargs.setdefault("n_threads_batch", threads)  # llama-cpp-python's own: every CPU
+        check_gguf(path)
+        risky = _llama.amx_risk()
+        if amx and risky:
+            guard_amx(path, threads)
+        try:
+            self._llama = _llama.open_llama(
+                path,
+                extra_buffers=amx or not risky,
+                n_ctx=n_ctx,
+                n_threads=threads,
+                n_batch=n_batch,
+                n_ubatch=n_batch,
+                verbose=verbose,
+                **llama_kwargs,
+            )
+        except ValueError as exc:
+            raise ValueError(
+                f"llama.cpp could not load {str(path)!r} ({exc}): the file is a GGUF but may be "
+                "truncated or damaged, or of a model architecture this llama-cpp-python does not know; "
+                "copy or download it again, or upgrade llama-cpp-python (LlamaCpp(..., verbose=True) "
+                "shows llama.cpp's own log)"
+            ) from exc
+        self.model_path = path
+        """The GGUF file."""
+        self.name = path.stem
+        """The model's name: the GGUF file's stem."""
+        try:
+            _llama.fit_input_ids(self._llama)
+            self._vocab = Vocab(self._llama.model)
+            self._n_vocab = self._vocab.size
+            self._cache = KvCache(self._llama, self._n_vocab)
+            self._n_ctx = self._cache.n_ctx
+            self._template = self._load_template(chat_template)
+            self._schemas = SchemaCompiler(self._vocab.lltokenizer, self._n_vocab)
+        except BaseException:
+            self._llama.close()  # nothing left half-loaded
+            raise
+        self._chunk = min(prefill_chunk, n_batch)
+        self._biases = (float(copy_bias), float(close_bias))
+        self._check_optional = check_optional
+        self._string_choices = string_choices
+        self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
+        self._fit: FitScorer | None = None
+        self._bos = self._template.bos_token.encode()
+        # Byte matching needs pieces that tokenise alone exactly: byte-level BPE, or a
+        # SentencePiece vocabulary that adds no leading space (Gemma's; Llama 2's adds one).
+        self._text_reuse = self._vocab.exact_pieces
+        self._decoder = Decoder(
+            self._cache,
+            self._vocab,
+            Lookahead(self._cache, self._vocab, self._tokenize),
+            default_hooks(
+                copy_bias=copy_bias,
+                close_bias=close_bias,
+                string_choices=string_choices,
+                check_optional=check_optional,
+            ),
+            jump_forward=jump_forward,
+        )
+        self._rng = np.random.default_rng()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aerix-llamacpp")
+        self._closed = False
+        self._current: Job | None = None
+        self._live: tuple[float, int, int, Counts, list[str]] | None = None
+        self.last_stats: GenerationStats | None = None
+        """What the latest finished generation cost."""
+
+    def __repr__(self) -> str:
+        return f"LlamaCpp({str(self.model_path)!r}, n_ctx={self._n_ctx})"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The GGUF metadata, as strings."""
+        return dict(self._llama.metadata)
+
+    @property
+    def n_ctx(self) -> int:
+        """The context length in tokens."""
+        return self._n_ctx
+
+    @property
+    def chat_template(self) -> str:
+        """The Jinja source of the chat template in use."""
+        return self._template.source
+
+    def render(self, messages: list[ChatMessage]) -> str:
+        """The prompt text that `chat(messages)` would evaluate."""
+        return self._template.render(messages)
+
+    def reset(self) -> None:
+        """Forget the KV cache: the next prompt is prefilled in full.
+
+        Waits for the generations already started or queued.
+        """
+        self._worker.submit(self._cache.truncate, 0).result()
+
+    def close(self) -> None:
+        """Stop any generation, free the model. Later calls do nothing.
+
+        This waits for the worker thread (at most one token or prefill chunk).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        job = self._current
+        if job is not None:
+            job.cancelled.set()
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        if self._fit is not None:
+            self._fit.close()
+        self._llama.close()
+
+    async def tools_fit(self, request: str, tools: Sequence[str]) -> bool | None:
+        """Whether one of `tools` fits `request`: `fit_score` at least `fit_threshold`.
+
+        `None` when `fit_threshold` is `None`, or when the chat template refuses
+        the scoring prompts (`fit_score` raises `ValueError`): the model's first
+        key decides then. An `Agent` with `tool_choice="auto"` asks this before a
+        run's first turn (see `fit_score`).
+
+        Args:
+            request: The user's message.
+            tools: Each tool as `"name: description"`.
+        """
+        if self._fit_threshold is None:
+            return None
+        try:
+            return await self.fit_score(request, tools) >= self._fit_threshold
+        except ValueError:  # a template that refuses a lone or empty user message
+            return None
+
+    async def fit_score(self, request: str, tools: Sequence[str]) -> float:
+        """How well the best of `tools` fits `request`, in nats per token; `-inf` for no tools.
+
+        The mean, over a tool's tokens, of how much more likely the model finds
+        the tool (`"name: description"`) after the request than after an empty
+        one, in its own chat template: above about 0.2 the request speaks of
+        what the tool does. Runs on a small context of its own: the KV cache of
+        `chat` is left as it was.
+
+        Raises:
+            TypeError: `request` or a tool is not a string.
+            ValueError: The chat template refused a scoring prompt.
+            RuntimeError: The engine is closed.
+        """
+        if self._closed:
+            raise RuntimeError("this LlamaCpp engine is closed")
+        tools = list(tools)
+        if not all(isinstance(t, str) for t in tools) or not isinstance(request, str):
+            raise TypeError("fit_score takes the request and the tools as strings")
+        return await asyncio.wrap_future(self._worker.submit(self._fit_score, request, tools))
+
+    def _fit_score(self, request: str, tools: list[str]) -> float:
+        if self._fit is None:
+            self._fit = FitScorer(self._llama, self._template.render, self._tokenize)
+        return self._fit.score(request, tools)
+
+    async def chat(
+        self, messages: list[ChatMessage], opts: GenerateOptions | None = None
+    ) -> AsyncIterator[Delta]:
+        """Stream one generation: text deltas, then one done delta with `finish` and `usage`.
+
+        An aborted generation (`opts["signal"]`) ends promptly with a done delta
+        whose `finish` is `"stop"`. Closing or cancelling the stream stops the
+        generation too. Generations on one engine run one after the other.
+
+        Args:
+            messages: The conversation, system message first.
+            opts: Sampling settings, `max_tokens`, `stop`, `constraint` and `signal`.
+
+        Raises:
+            AerixError: `kind="options"`: a bad option or a schema that cannot be enforced.
+            ValueError: The prompt does not fit in the context, or the template refused it.
+        """
+        if self._closed:
+            raise RuntimeError("this LlamaCpp engine is closed")
+        job = Job(parse_request(messages, opts), asyncio.get_running_loop())
+        self._worker.submit(self._run, job)
+        try:
+            while True:
+                item = await job.queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if item.done:
+                    return
+        finally:
+            job.cancelled.set()
+
+    # -- the worker thread ---------------------------------------------------
+
+    @property
+    def progress(self) -> Progress | None:
+        """What the generation in progress has done so far; `None` when none runs.
+
+        Safe to read from any thread (a page that shows a long prefill reads it).
+        """
+        live = self._live
+        if live is None:
+            return None
+        t0, prompt, cached, counts, phase = live
+        return Progress(
+            phase="prefill" if phase[0] == "prefill" else "decode",
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            prefilled_tokens=counts.prefilled,
+            generated_tokens=counts.generated,
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _run(self, job: Job) -> None:
+        if job.cancelled.is_set():
+            return
+        self._current = job
+        try:
+            self._generate(job)
+        except BaseException as exc:
+            job.emit(exc)
+        finally:
+            self._current = None
+            self._live = None
+
+    def _generate(self, job: Job) -> None:
+        req = job.request
+        t0 = time.perf_counter()
+        prompt = self._template.render(req.prompt).encode()
+        constrained = None if req.schema is None else self._schemas.start(req.schema)
+        cache = self._cache
+        plan = cache.history.plan(prompt, self._tokenize, text_reuse=self._text_reuse)
+        if len(plan.tokens) >= self._n_ctx:
+            raise ValueError(
+                f"the prompt has {len(plan.tokens)} tokens and does not fit in the context "
+                f"of {self._n_ctx}; pass a larger n_ctx to LlamaCpp (or aerix.load)"
+            )
+        counts = Counts()
+        phase = ["prefill"]
+        self._live = (t0, len(plan.tokens), plan.reuse, counts, phase)
+        t1 = t0
+        finish: FinishReason = "stop"
+        try:
+            todo = plan.tokens[plan.reuse :]
+            for i in range(0, len(todo), self._chunk):
+                if job.stopped():
+                    break  # an abort before the first chunk leaves the cache untouched
+                if i == 0:
+                    cache.truncate(plan.reuse)
+                chunk = todo[i : i + self._chunk]
+                cache.eval_prompt(chunk)
+                counts.prefilled += len(chunk)
+            else:
+                cache.history.set_prompt(prompt)
+                t1 = time.perf_counter()
+                phase[0] = "decode"
+                rng = self._rng if req.seed is None else np.random.default_rng(req.seed)
+                finish = self._decoder.run(job, constrained, self._bias(req, constrained), counts, rng)
+        finally:
+            cache.sync()
+        t2 = time.perf_counter()
+        if counts.generated == 0 and t1 == t0:
+            t1 = t2
+        usage = Usage(
+            prompt_tokens=len(plan.tokens),
+            completion_tokens=counts.generated,
+            cached_tokens=plan.reuse,
+        )
+        self.last_stats = GenerationStats(
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
+            prefilled_tokens=counts.prefilled,
+            completion_tokens=usage.completion_tokens,
+            forced_tokens=counts.forced,
+            prefill_s=t1 - t0,
+            decode_s=t2 - t1,
+        )
+        self._live = None  # before the done delta: a consumer that reads it sees the engine idle
+        job.emit(Delta(done=True, finish=finish, usage=usage))
+
+    def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
+        """The value biases of a constrained generation; values copy from the user's messages."""
+        copy, close = self._biases
+        if constrained is None or not (copy or close or self._check_optional or self._string_choices > 1):
+            return None
+        source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
+        return value_bias(
+            req.schema,
+            source,
+            copy=copy,
+            close=close,
+            piece=self._vocab.piece_text,
+            check_optional=self._check_optional,
+        )
+
+    def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:
+        if add_bos and self._template.bos_token and text.startswith(self._bos):
+            add_bos = False  # the template wrote the BOS already
+        tokens: list[int] = self._llama.tokenize(text, add_bos=add_bos, special=True)
+        return tokens
+
+    def _load_template(self, override: str | None) -> ChatTemplate:
+        source = override or self._llama.metadata.get("tokenizer.chat_template")
+        if not source:
+            raise ValueError(
+                f"{str(self.model_path)!r} has no chat template in its metadata "
+                "(tokenizer.chat_template); pass one as LlamaCpp(..., chat_template=...)"
+            )
+        where = repr(str(self.model_path))
+        return ChatTemplate(
+            source,
+            bos_token=self._vocab.text(self._llama.token_bos()),
+            eos_token=self._vocab.text(self._llama.token_eos()),
+            name=f"the chat_template given for {where}" if override else f"the chat template of {where}",
+        )

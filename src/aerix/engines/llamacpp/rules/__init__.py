@@ -1,0 +1,56 @@
+"""The value rules of the llama.cpp engine: nudges on the logits of JSON values.
+
+They read the request (the user's messages) and the schema, and belong to
+this engine alone: `ValueBias` holds the state they share while a value is
+decoded; `value_bias` builds it for one generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._bias import ValueBias
+from ._dates import date_format
+from ._fields import NUMBER_TYPES, constants, fields, number_siblings, object_keys, string_series
+from ._spans import kept_scales
+from ._units import field_unit
+
+__all__ = ["ValueBias", "value_bias"]
+
+
+def value_bias(
+    schema: Any,
+    source: str,
+    *,
+    copy: float,
+    close: float,
+    piece: Callable[[int], str],
+    check_optional: bool,
+) -> ValueBias:
+    """The value biases of one constrained generation under `schema`, copying from `source`."""
+    kept: dict[str, set[int]] = {}
+    for key, description in fields(schema, NUMBER_TYPES):
+        kept.setdefault(key, set()).update(kept_scales(key, description))
+    dates = {key: fmt for key, d in fields(schema, ("string",)) if (fmt := date_format(d))}
+    names, name_keys = constants(schema)
+    units = {
+        key: (unit, kind == "integer")
+        for kind in NUMBER_TYPES
+        for key, d in fields(schema, (kind,))
+        if (unit := field_unit(key, d))
+    }
+    return ValueBias(
+        source,
+        copy=copy,
+        close=close,
+        piece=piece,
+        kept_scales=kept,
+        siblings=number_siblings(schema),
+        date_formats=dates,
+        units=units,
+        series=string_series(schema),
+        constants=names,
+        constant_keys=name_keys,
+        objects=object_keys(schema) if check_optional else (),
+    )
