@@ -4,7 +4,7 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-EXTRAS := llama,server,playground,docs,dev
+EXTRAS := llama,server,playground,mcp,otel,docs,dev
 PROMPT ?= What is 17 * 23?
 
 .PHONY: demo check setup lint types test docs bench clean

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from _report import machine, write_section
-from aerix import model_path
+from aerix import load, model_path
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp import _llama, _open
 
@@ -62,17 +62,17 @@ def one_cpu_busy(on: bool) -> Iterator[None]:
         proc.join()
 
 
-def engine(path: Any, *, threads: str, extra_buffers: bool | None = None) -> LlamaCpp:
+def engine(name: str, *, threads: str, extra_buffers: bool | None = None) -> LlamaCpp:
     cpus = os.cpu_count() or 1
     kwargs: dict[str, Any] = {"n_ctx": 2048}
     if threads == "llama.cpp":
         kwargs |= {"n_threads": max(cpus // 2, 1), "n_threads_batch": cpus}
     if extra_buffers is None:
-        return LlamaCpp(path, **kwargs)
+        return load(name, **kwargs)
     real = _llama.amx_risk
     _llama.amx_risk = lambda: not extra_buffers  # the engine keeps off extra buffers where AMX is
     try:
-        return LlamaCpp(path, **kwargs)
+        return load(name, **kwargs)
     finally:
         _llama.amx_risk = real
 
@@ -93,9 +93,8 @@ def cell(values: list[tuple[float, float]]) -> tuple[float, float]:
 
 
 async def threads_table(name: str, reps: int) -> str:
-    path = model_path(name)
     configs = [(t, busy) for busy in (False, True) for t in ("llama.cpp", "aerix")]
-    engines = {t: engine(path, threads=t) for t in ("llama.cpp", "aerix")}
+    engines = {t: engine(name, threads=t) for t in ("llama.cpp", "aerix")}
     runs: dict[tuple[str, bool], list[tuple[float, float]]] = {c: [] for c in configs}
     try:
         for e in engines.values():
@@ -138,8 +137,7 @@ async def threads_table(name: str, reps: int) -> str:
 
 
 async def buffers_table(name: str, reps: int) -> str:
-    path = model_path(name)
-    engines = {on: engine(path, threads="aerix", extra_buffers=on) for on in (True, False)}
+    engines = {on: engine(name, threads="aerix", extra_buffers=on) for on in (True, False)}
     runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     try:
         for e in engines.values():

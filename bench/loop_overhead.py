@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import _report
 from _peers.scenario import (
@@ -68,7 +68,9 @@ FLOOR_TARGET = 15.0
 """aerix with a plain-function tool should have at most this many times the floor's overhead."""
 
 
-def aerix_contender(kind: ToolKind = "def", *, bare: bool = False, traced: bool = False) -> Contender:
+def aerix_contender(
+    kind: ToolKind = "def", *, bare: bool = False, traced: Literal["sdk", "no-op"] | None = None
+) -> Contender:
     """The aerix side: `Agent(model=ScriptedModel(texts), tools=[add])`, `await agent.ask()`.
 
     Args:
@@ -76,8 +78,9 @@ def aerix_contender(kind: ToolKind = "def", *, bare: bool = False, traced: bool 
         bare: Use `BareModel` (which only streams the texts, like the peers' fakes)
             instead of `ScriptedModel` (which also records every call and estimates
             token counts over the whole conversation).
-        traced: Trace each run with `aerix.otel.instrument`, the SDK's
-            `TracerProvider` exporting every span to memory (the spans are checked).
+        traced: Trace each run with `aerix.otel.instrument`: `"sdk"` with the SDK's
+            `TracerProvider` exporting every span to memory (the spans are checked),
+            `"no-op"` with the API's `NoOpTracerProvider` (aerix's own part of the cost).
     """
     from aerix import Agent, tool
     from aerix.testing import ScriptedModel
@@ -86,7 +89,7 @@ def aerix_contender(kind: ToolKind = "def", *, bare: bool = False, traced: bool 
     texts = [json.dumps({"calls": [{"tool": "add", "input": call_input(i)}]}) for i in range(CALL_TURNS)]
     texts.append(json.dumps({"final": FINAL}))
     model_class = BareModel if bare else ScriptedModel
-    spans = _span_memory() if traced else None
+    spans = None if traced is None else _span_memory(sdk=traced == "sdk")
 
     def prepare() -> Trial:
         agent = Agent(model=model_class(texts), tools=[add], limits={"turns": MAX_TURNS})
@@ -109,10 +112,11 @@ def aerix_contender(kind: ToolKind = "def", *, bare: bool = False, traced: bool 
 
     model = "BareModel" if bare else "ScriptedModel"
     how = f"Agent(model={model}(texts), tools=[tool(add)]); await agent.ask()"
-    if traced:
-        how = f"aerix.otel.instrument(tracer_provider=<SDK, in-memory exporter>); {how}"
+    if traced is not None:
+        where = "<SDK, in-memory exporter>" if traced == "sdk" else "NoOpTracerProvider()"
+        how = f"aerix.otel.instrument(tracer_provider={where}); {how}"
     return Contender(
-        name=f"aerix ({model}{', traced' if traced else ''})",
+        name=f"aerix ({model}{'' if traced is None else f', traced ({traced})'})",
         version=_aerix_version(),
         tool=kind,
         how=how,
@@ -122,7 +126,8 @@ def aerix_contender(kind: ToolKind = "def", *, bare: bool = False, traced: bool 
 
 @dataclass
 class _SpanMemory:
-    """The SDK's `TracerProvider` with an in-memory exporter, for the traced aerix row."""
+    """Where the traced aerix rows send their spans: the SDK's `TracerProvider` with an
+    in-memory exporter, or the API's `NoOpTracerProvider` (`exporter` is then `None`)."""
 
     provider: Any
     exporter: Any
@@ -131,7 +136,8 @@ class _SpanMemory:
         """`run`, instrumented: the observer is added before the clock starts and removed at the end."""
         import aerix.otel
 
-        self.exporter.clear()
+        if self.exporter is not None:
+            self.exporter.clear()
         undo = aerix.otel.instrument(tracer_provider=self.provider)
 
         async def traced_run() -> Any:
@@ -144,6 +150,8 @@ class _SpanMemory:
 
     def check(self) -> None:
         """Raise unless the run made its spans: one run, a generation per turn, a call per call turn."""
+        if self.exporter is None:  # no-op spans: nothing to see
+            return
         names = [s.name for s in self.exporter.get_finished_spans()]
         want = {"invoke_agent": 1, "chat ScriptedModel": TURNS, "execute_tool add": CALL_TURNS}
         got = {name: names.count(name) for name in want}
@@ -151,8 +159,12 @@ class _SpanMemory:
             raise AssertionError(f"aerix (traced): expected spans {want}, got {got} of {len(names)}")
 
 
-def _span_memory() -> _SpanMemory:
+def _span_memory(*, sdk: bool) -> _SpanMemory:
     """Raises ImportError without `opentelemetry-sdk` (the row is then skipped)."""
+    if not sdk:
+        from opentelemetry.trace import NoOpTracerProvider
+
+        return _SpanMemory(provider=NoOpTracerProvider(), exporter=None)
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -247,7 +259,8 @@ def _peer(module: str) -> Callable[[ToolKind], Contender]:
 LOADERS: dict[str, Callable[[ToolKind], Contender]] = {
     "aerix": aerix_contender,
     "aerix-bare": functools.partial(aerix_contender, bare=True),
-    "aerix-traced": functools.partial(aerix_contender, traced=True),
+    "aerix-traced": functools.partial(aerix_contender, traced="sdk"),
+    "aerix-traced-noop": functools.partial(aerix_contender, traced="no-op"),
     "floor": floor_contender,
     "pydantic-ai": _peer("pydantic_ai_peer"),
     "openai-agents": _peer("openai_agents_peer"),
@@ -397,6 +410,9 @@ def verdicts(timings: list[Timings]) -> list[str]:
     lines = []
     for base in (t for t in timings if _is_aerix(t.contender)):
         kind = base.contender.tool
+        if _is_traced(base.contender):  # its line says what tracing adds; the targets are the loop's
+            lines += _tracing_cost(timings, base)
+            continue
         peers = [
             t for t in timings if _is_peer(t.contender) and (kind == "async def" or t.contender.tool == "def")
         ]
@@ -422,6 +438,24 @@ def verdicts(timings: list[Timings]) -> list[str]:
                 f"hand-written floor with the same `add` ({floor.median:.1f} µs/turn){target}."
             )
     return lines
+
+
+def _is_traced(c: Contender) -> bool:
+    return c.name.startswith("aerix") and "traced" in c.name
+
+
+def _tracing_cost(timings: list[Timings], traced: Timings) -> list[str]:
+    """What tracing adds to a turn: a traced row against the same run not instrumented."""
+    kind = traced.contender.tool
+    plain = _find(timings, HEADLINE, kind)
+    if plain is None:
+        return []
+    added = traced.median - plain.median
+    return [
+        f"- {traced.contender.name}, `{kind}` tool ({traced.median:.1f} µs/turn): tracing adds "
+        f"{added:.1f} µs a turn ({traced.median / plain.median:.2f}× {HEADLINE} with the same `add`, "
+        f"{plain.median:.1f} µs/turn, not instrumented)."
+    ]
 
 
 def markdown(timings: list[Timings], reps: int, warmup: int) -> str:
@@ -463,11 +497,14 @@ aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of 
 messages and estimates token counts over the whole conversation on every turn, and with
 `BareModel`, a five-line model that only streams the texts, like the peers' fakes; the
 difference is the test double's own work, not the loop's.
-**aerix (ScriptedModel, traced)** is the same run under `aerix.otel.instrument` with the
+**aerix (ScriptedModel, traced (sdk))** is the same run under `aerix.otel.instrument` with the
 OpenTelemetry SDK's `TracerProvider` exporting every span to memory through a
 `SimpleSpanProcessor` (each run is checked for its {TURNS} generation spans, {CALL_TURNS} tool
 spans and run span): the cost of tracing, side by side with the same run not instrumented,
-where the loop hands its events on through no tracing code at all.
+where the loop hands its events on through no tracing code at all. **traced (no-op)** is
+instrumented with the API's `NoOpTracerProvider`, whose spans cost next to nothing: what is
+left is aerix's own part (the generator that watches the events and makes the spans), the
+rest of the sdk row is the SDK's.
 
 Machine: {_report.machine()}
 

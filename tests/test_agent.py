@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from aerix import (
     UsageEvent,
     tool,
 )
+from aerix._observe import OBSERVERS
 from aerix.agent import Answer
 from aerix.testing import Cut, Fail, NoDone, ScriptedModel, Stall
 from aerix.turn import turn_schema
@@ -88,12 +90,12 @@ async def test_every_generation_gets_the_schema_and_the_limits() -> None:
 
 async def test_a_turn_schema_is_built_once_and_only_when_a_generation_needs_it() -> None:
     agent, model = agent_with(call(), final(), final())
-    assert not agent._schemas  # an idle agent holds no schema (each is dozens of objects)
+    assert not agent._contract._schemas  # an idle agent holds no schema (each is dozens of objects)
     await events_of(agent)
     await agent.ask("again")
     first, second, third = (c.opts["constraint"]["json"] for c in model.calls)
     assert first is second is third
-    assert list(agent._schemas) == [("auto", False)]
+    assert list(agent._contract._schemas) == [("auto", False)]
 
 
 async def test_constrain_false_sends_no_constraint() -> None:
@@ -192,7 +194,7 @@ async def test_a_bad_input_is_an_error_result_and_the_tool_does_not_run() -> Non
     agent, _ = agent_with('{"calls":[{"tool":"t","input":{"n":"7"}}]}', final(), tools=[t])
     events = await events_of(agent)
     result = next(e for e in events if isinstance(e, ResultEvent))
-    assert result.error and result.text == "error: field 'n' must be an integer, got string \"7\""
+    assert result.error and result.text == 'error: input.n: expected integer, got "7"'
     assert ran == []
     assert isinstance(events[-1], FinalEvent)
 
@@ -268,7 +270,7 @@ async def test_before_call_input_replaces_and_is_checked() -> None:
     calls = [e for e in events if isinstance(e, CallEvent)]
     results = [e for e in events if isinstance(e, ResultEvent)]
     assert calls[0].input == {"city": "Porto"} and results[0].text.startswith("Sunny in Porto")
-    assert results[1].error and "must be a string" in results[1].text
+    assert results[1].error and "expected string" in results[1].text
     turn = next(e for e in events if isinstance(e, TurnEvent))
     assert turn.calls[0].input == {"city": "Lisbon"}
 
@@ -286,7 +288,7 @@ async def test_after_call_sees_errors_and_replaces_results() -> None:
         hooks={"after_call": after},
     )
     events = await events_of(agent)
-    assert seen == [("weather", "error: missing required field 'city'"), ("clock", "12:00")]
+    assert seen == [("weather", "error: input: missing required field 'city'"), ("clock", "12:00")]
     assert [e.text for e in events if isinstance(e, ResultEvent)][1] == "replaced"
 
 
@@ -522,6 +524,12 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         ({"tool_choice": "sometimes"}, "bad tool_choice 'sometimes'"),
         ({"tool_choice": "required", "tools": []}, "needs at least one tool"),
         ({"limit": {"turns": 3}}, "unknown option 'limit'; options are model, instructions"),
+        ({"limits": {"repeats": -1}}, "limits.repeats must be at least 0, got -1"),
+        ({"name": 3}, "name must be a string or None, got int 3"),
+        ({"calls_per_turn": 9}, "calls_per_turn must be an integer from 1 to 8, got 9"),
+        ({"concurrent_calls": "yes"}, "concurrent_calls must be True or False, got 'yes'"),
+        ({"output": 3}, "output=3 is not a type"),
+        ({"outputs": int}, "output, calls_per_turn, concurrent_calls, name"),
     ],
 )
 def test_bad_options_are_refused_by_name(kwargs: dict[str, Any], message: str) -> None:
@@ -535,6 +543,45 @@ def test_bad_options_are_refused_by_name(kwargs: dict[str, Any], message: str) -
 def test_limits_accept_a_limits_or_a_dict() -> None:
     assert Agent(model=ScriptedModel(), limits=Limits(turns=3)).limits.turns == 3
     assert Agent(model=ScriptedModel(), limits={"retries": 0}).limits == Limits(retries=0)
+    assert Agent(model=ScriptedModel(), limits={"repeats": 0}).limits == Limits(repeats=0)
+    assert Limits() == Limits(turns=8, retries=2, max_tokens=512, result_chars=4000, repeats=1)
+
+
+def test_a_name_shows_in_the_repr() -> None:
+    named = Agent(model=ScriptedModel(), tools=[weather], name="travel")
+    assert named.name == "travel"
+    assert repr(named) == (
+        "Agent(name='travel', model=ScriptedModel, tools=['weather'], limits=Limits(turns=8, retries=2, "
+        "max_tokens=512, result_chars=4000, repeats=1))"
+    )
+    assert Agent(model=ScriptedModel()).name is None
+    assert repr(Agent(model=ScriptedModel())).startswith("Agent(model=ScriptedModel, tools=[]")
+
+
+@pytest.mark.parametrize("sync", [False, True])
+async def test_every_run_goes_through_the_observe_seam_once(sync: bool) -> None:
+    seen: list[tuple[str | None, str]] = []
+    made: list[Agent] = []
+
+    def observer(agent: Any, events: Any) -> Any:
+        made.append(agent)
+
+        async def watched() -> Any:
+            async with contextlib.aclosing(events):
+                async for ev in events:
+                    seen.append((agent.name, ev.type))
+                    yield ev
+
+        return watched()
+
+    agent, _ = agent_with(call(), final(), name="seamed")
+    OBSERVERS.append(observer)
+    try:
+        events = list(agent.run_sync("q")) if sync else await events_of(agent)
+    finally:
+        OBSERVERS.remove(observer)
+    assert made == [agent]
+    assert seen == [("seamed", ev.type) for ev in events] and seen[-1] == ("seamed", "final")
 
 
 def test_bad_prompt_or_signal() -> None:

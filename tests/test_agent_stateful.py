@@ -103,7 +103,9 @@ class AgentMachine(RuleBasedStateMachine):
             model=self.model,
             instructions="Stateful.",
             tools=[echo, shout],
-            limits={"turns": 5, "retries": 1, "result_chars": 50},
+            # a run has at most 5 turns of 3 calls: no call repeats past 15 (the repeat
+            # rule has its own reference model, in tests/test_calls.py)
+            limits={"turns": 5, "retries": 1, "result_chars": 50, "repeats": 15},
             hooks={
                 "before_call": lambda call: {"deny": "denied"} if call.input.get("text") == "deny" else None,
                 "on_final": self._on_final,

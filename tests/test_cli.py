@@ -9,8 +9,10 @@ import json
 import re
 import runpy
 import signal
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -620,3 +622,196 @@ def test_run_decodes_greedily_by_default(capsys: pytest.CaptureFixture[str]) -> 
     model = ScriptedModel(['{"final":"x"}'])
     assert cli.main(["run", "hi"], model=model) == 0
     assert model.calls[0].opts["temperature"] == 0.0
+
+
+# -- your own tools and MCP servers ------------------------------------------------
+
+OWN_TOOLS = '''
+from typing import Literal
+
+from aerix import tool
+
+
+@tool
+def shout(text: str) -> str:
+    """Say it louder.
+
+    Args:
+        text: What to say
+    """
+    return text.upper() + "!"
+
+
+@tool
+def pick(colour: Literal["red", "blue"]) -> str:
+    """Pick a colour."""
+    return colour
+
+
+def whisper(text: str) -> str:
+    """Say it softly."""
+    return text.lower()
+
+
+HELPER = 3
+'''
+
+
+@pytest.fixture
+def own_modules(tmp_path: Path) -> Iterator[Path]:
+    """A folder for a test's own modules, which are forgotten after it (the next test imports its own)."""
+    yield tmp_path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
+
+
+def _system(model: ScriptedModel) -> str:
+    return model.calls[0].messages[0]["content"]
+
+
+def _tool_names(model: ScriptedModel) -> list[str]:
+    schema = json.dumps(model.calls[0].opts["constraint"])
+    return sorted(set(re.findall(r'"tool": \{"const": "([a-z0-9_]+)"\}', schema)))
+
+
+def test_tools_from_a_file_a_module_and_the_demo_tools(
+    own_modules: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tmp_path = own_modules
+    (tmp_path / "mine.py").write_text(OWN_TOOLS)
+    monkeypatch.chdir(tmp_path)
+    model = ScriptedModel(['{"calls":[{"tool":"shout","input":{"text":"hi"}}]}', '{"final":"done"}'])
+    assert cli.main(["run", "go", "--tools", "mine.py", "--json"], model=model) == 0
+    assert _tool_names(model) == ["pick", "shout"]  # every Tool of the file, no plain function, no demo tool
+    results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
+    assert [(r["tool"], r["text"], r["error"]) for r in results] == [("shout", "HI!", False)]
+    assert "What to say" in _system(model)
+
+    model = ScriptedModel(['{"calls":[{"tool":"whisper","input":{"text":"HI"}}]}', '{"final":"done"}'])
+    argv = ["run", "go", "--tools", "mine:whisper", "--tools", f"{tmp_path / 'mine.py'}:shout,calculator"]
+    assert cli.main([*argv, "--json"], model=model) == 0
+    assert _tool_names(model) == ["calculator", "shout", "whisper"]  # a plain function is made a tool
+    results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
+    assert [(r["tool"], r["text"]) for r in results] == [("whisper", "hi")]
+
+    model = ScriptedModel(['{"final":"ok"}'])
+    assert cli.main(["run", "go", "--tools", "mine:*"], model=model) == 0
+    assert _tool_names(model) == ["pick", "shout"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "no_such_module_x:f",
+            "--tools: no module named 'no_such_module_x' (in 'no_such_module_x:f'); run the",
+        ),
+        ("mine:nope", "--tools: 'mine' has no 'nope'; its tools are shout, pick"),
+        ("mine:HELPER", "--tools: 'mine:HELPER' is a int, not a tool or a function"),
+        ("mine:", "--tools: 'mine:' names no function"),
+        ("missing.py", "--tools: no file 'missing.py' (in 'missing.py')"),
+        ("empty.py", "--tools: 'empty.py' defines no tools (functions under @aerix.tool)"),
+        ("broken.py", "--tools: loading 'broken.py' failed: ZeroDivisionError: division by zero"),
+        ("untyped.py:f", "--tools: 'untyped.py:f': tool 'f': parameter 'x' needs a type annotation"),
+        ("mine.py,shout.py", "two tools are named 'shout': from 'mine.py' and from 'shout.py'"),
+        (
+            "web",
+            "--tools: unknown tool 'web'; the demo tools are calculator, clock, convert (or 'none'); for",
+        ),
+    ],
+)
+def test_bad_tools_are_named(
+    value: str,
+    message: str,
+    own_modules: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tmp_path = own_modules
+    (tmp_path / "mine.py").write_text(OWN_TOOLS)
+    (tmp_path / "shout.py").write_text(
+        "from aerix import tool\n\n@tool\ndef shout() -> str:\n    return 'x'\n"
+    )
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    (tmp_path / "broken.py").write_text("1 / 0\n")
+    (tmp_path / "untyped.py").write_text("def f(x):\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    model = ScriptedModel()
+    assert cli.main(["run", "hi", "--tools", value], model=model) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"aerix: error: {message}"), err
+    assert out == "" and "Traceback" not in err
+    assert model.calls == []
+
+
+KIT = str(Path(__file__).parent / "mcp_servers" / "kit.py")
+
+
+def test_an_mcp_servers_tools_replace_the_demo_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mcp", reason="--mcp needs the mcp extra")
+    model = ScriptedModel(['{"calls":[{"tool":"add","input":{"a":2,"b":40}}]}', '{"final":"42"}'])
+    assert cli.main(["run", "add", "--mcp", KIT, "--json"], model=model) == 0
+    assert "add" in _tool_names(model) and "calculator" not in _tool_names(model)
+    results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
+    assert [(r["tool"], r["text"], r["error"]) for r in results] == [("add", "42", False)]
+
+
+def test_two_mcp_servers_with_prefixes_beside_a_demo_tool_in_chat(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mcp", reason="--mcp needs the mcp extra")
+    monkeypatch.setattr("sys.stdin", io.StringIO("one\ntwo\n"))
+    model = ScriptedModel(
+        [
+            '{"calls":[{"tool":"a_add","input":{"a":1,"b":2}}]}',
+            '{"final":"3"}',
+            '{"calls":[{"tool":"b_crash","input":{}}]}',
+            '{"final":"gone"}',
+        ]
+    )
+    argv = ["chat", "--mcp", f"a={sys.executable} {KIT}", "--mcp", f"b={KIT}", "--tools", "clock", "--json"]
+    assert cli.main(argv, model=model) == 0
+    names = _tool_names(model)
+    assert "clock" in names and "a_add" in names and "b_add" in names and "add" not in names
+    results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
+    assert [(r["tool"], r["error"]) for r in results] == [("a_add", False), ("b_crash", True)]
+    assert results[0]["text"] == "3"
+    assert "is gone: its process ended" in results[1]["text"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--mcp", ""], 2, "--mcp: give a command line ('python server.py', or server.py) or a URL"),
+        (["--mcp", "'unclosed"], 2, '--mcp: cannot read "\'unclosed" as a command line'),
+        (
+            ["--mcp", "aerix-no-such-server --x"],
+            1,
+            "--mcp: MCP server 'aerix-no-such-server --x': cannot start it: there is no command",
+        ),
+        (
+            ["--mcp", "http://127.0.0.1:9/mcp"],
+            1,
+            "--mcp: MCP server 'http://127.0.0.1:9/mcp': cannot connect (",
+        ),
+        (["--mcp", KIT, "--mcp", KIT], 2, "two tools are named 'add': from --mcp "),
+    ],
+)
+def test_bad_mcp_servers_are_named(
+    argv: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("mcp", reason="--mcp needs the mcp extra")
+    model = ScriptedModel()
+    assert cli.main(["run", "hi", *argv], model=model) == code
+    out, err = capsys.readouterr()
+    assert err.startswith(f"aerix: error: {message}"), err
+    assert out == "" and "Traceback" not in err
+    assert model.calls == []
+
+
+def test_two_servers_with_one_tool_name_are_told_to_take_a_prefix(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mcp", reason="--mcp needs the mcp extra")
+    assert cli.main(["run", "hi", "--mcp", KIT, "--mcp", KIT], model=ScriptedModel()) == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("give an MCP server's tools a prefix with --mcp PREFIX=SERVER")

@@ -304,8 +304,9 @@ def test_the_examples_of_a_page_run_and_print_what_it_shows(
     name = page.relative_to(ROOT)
     wrong: list[str] = []
     for block in blocks:
-        # Blank lines first, so a traceback's line numbers are the page's.
-        code = compile("\n" * (block.line - 1) + block.code, str(name), "exec")
+        # Blank lines first, so a traceback's line numbers are the page's; and not this module's
+        # `from __future__ import annotations`, which a reader's code does not have.
+        code = compile("\n" * (block.line - 1) + block.code, str(name), "exec", dont_inherit=True)
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             exec(code, namespace)

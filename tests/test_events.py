@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 
 import pytest
@@ -37,6 +38,8 @@ def test_to_dict_is_plain_json_with_the_type(ev: object) -> None:
     assert d["type"] == ev.type  # type: ignore[attr-defined]
     assert json.loads(json.dumps(d)) == d
     fields = {f.name for f in dataclasses.fields(ev)}  # type: ignore[arg-type]
+    if isinstance(ev, FinalEvent):  # a text answer's output is its text: not repeated
+        fields.discard("output")
     assert set(d) == fields
 
 
@@ -94,3 +97,58 @@ def test_equality_is_unchanged_by_the_reprs() -> None:
     assert TextEvent(text="a" * 100) == TextEvent(text="a" * 100)
     assert TextEvent(text="a" * 100) != TextEvent(text="a" * 99 + "b")  # same repr, not equal
     assert repr(TextEvent(text="a" * 100)) == repr(TextEvent(text="a" * 99 + "b"))
+
+
+# -- typed answers (FinalEvent.output) --------------------------------------------------
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Unit(enum.Enum):
+    C = "c"
+    F = "f"
+
+
+def test_a_text_final_has_its_text_as_output() -> None:
+    ev = FinalEvent(text="done")
+    assert ev.output == "done" and ev == FinalEvent(text="done", output="done")
+    assert ev != FinalEvent(text="done", output={"x": 1})
+
+
+def test_a_typed_final_carries_its_output_as_plain_json() -> None:
+    ev = FinalEvent(text='{"x": 1, "y": 2}', output=Point(1, 2))
+    d = ev.to_dict()
+    assert d == {"type": "final", "text": '{"x": 1, "y": 2}', "thought": None, "output": {"x": 1, "y": 2}}
+    assert json.loads(json.dumps(d)) == d
+    assert repr(ev) == 'FinalEvent(text=\'{"x": 1, "y": 2}\', thought=None, output=Point(x=1, y=2))'
+
+
+@pytest.mark.parametrize(
+    ("output", "plain"),
+    [
+        (3, 3),
+        (None, None),
+        ("c", "c"),
+        (Unit.F, "f"),
+        ([Point(1, 2), Point(3, 4)], [{"x": 1, "y": 2}, {"x": 3, "y": 4}]),
+        ({"a": (Unit.C, 1.5)}, {"a": ["c", 1.5]}),
+    ],
+)
+def test_typed_outputs_of_every_kind_become_plain_json(output: object, plain: object) -> None:
+    text = json.dumps(plain)
+    assert FinalEvent(text=text, output=output).to_dict()["output"] == plain
+
+
+def test_a_pydantic_output_is_dumped_as_json() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Trip(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        city: str
+        days: int
+
+    ev = FinalEvent(text='{"city": "Porto", "days": 3}', output=Trip(city="Porto", days=3))
+    assert ev.to_dict()["output"] == {"city": "Porto", "days": 3}

@@ -16,8 +16,31 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "aerix"
 
 FLOOR = {"aerix.model", "aerix.abort", "aerix.errors"}
-LOOP = {"aerix.agent", "aerix._checks", "aerix._guard", "aerix._hooks", "aerix._portal", "aerix._stream", "aerix._observe"}
-CONTRACT = {"aerix.turn", "aerix.tools", "aerix.events", "aerix.options", "aerix._docstring", "aerix.testing"}
+LOOP = {
+    "aerix.agent",
+    "aerix._checks",
+    "aerix._guard",
+    "aerix._hooks",
+    "aerix._portal",
+    "aerix._stream",
+    "aerix._observe",
+    "aerix._answer",
+    "aerix._calls",
+    "aerix._contract",
+    "aerix._output",
+}
+CONTRACT = {
+    "aerix.turn",
+    "aerix.tools",
+    "aerix.events",
+    "aerix.options",
+    "aerix._docstring",
+    "aerix.testing",
+    "aerix._schema",
+    "aerix._validate",
+    "aerix._fields",
+    "aerix._annotations",
+}
 
 
 def module_name(path: Path) -> str:

@@ -393,7 +393,9 @@ def test_check_input_matches_the_contract(case: tuple[dict[str, Field], Any]) ->
     if problem is not None:
         assert isinstance(problem, str) and problem
         if isinstance(value, dict):  # the message names the field at fault, or says what is missing
-            assert any(repr(k) in problem for k in [*spec, *value]) or "object" in problem, problem
+            named = [repr(k) for k in [*spec, *value]] + [f"input.{k}:" for k in spec]
+            named += [f"input[{json.dumps(k, ensure_ascii=False)}]:" for k in spec]
+            assert any(n in problem for n in named) or "object" in problem, problem
 
 
 # -- result text --------------------------------------------------------------------
@@ -580,7 +582,9 @@ def test_agent_against_random_model_behaviour(
     agent = Agent(
         model=model,
         tools=[recorder(t) for t in SCRIPT_TOOLS],
-        limits={"turns": turns, "retries": retries, "result_chars": result_chars},
+        # at most 7 turns of 8 calls: no call repeats past 56 (the repeat rule's own
+        # reference model is in tests/test_calls.py)
+        limits={"turns": turns, "retries": retries, "result_chars": result_chars, "repeats": 56},
         hooks={"before_call": before_call, "after_call": after_call},
     )
     ending, generations, results = oracle(script, turns, retries)

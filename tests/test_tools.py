@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+import enum
 import gc
 import json
 import os
 import threading
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
+import pydantic
 import pytest
+from typing_extensions import TypedDict
 
 from _tools import convert, weather
 from aerix import AbortController, AerixError, Agent, EndEvent, Field, Tool, ToolContext, tool
@@ -74,7 +78,10 @@ def test_decorator_keeps_rest_style_descriptions_word_for_word() -> None:
     ("source", "message"),
     [
         ("def f(x: list) -> str: ...", "parameter 'x'"),
-        ("def f(x: dict[str, int]) -> str: ...", "parameter 'x'"),
+        ("def f(x: dict[int, int]) -> str: ...", "parameter 'x'"),
+        ("def f(x: int | str) -> str: ...", "parameter 'x'"),
+        ("def f(x: object) -> str: ...", "parameter 'x' has annotation object"),
+        ("def f(x: set[int]) -> str: ...", "parameter 'x'"),
         ("def f(x) -> str: ...", "needs a type annotation"),
         ("def f(*args: int) -> str: ...", "plain named parameter"),
         ("def f(x: Literal['a', 1]) -> str: ...", "Literal values must all be of one type"),
@@ -120,8 +127,8 @@ def test_context_parameter_is_not_a_field() -> None:
         ({"name": None}, "bad tool name None"),
         ({"run": 3}, "run must be callable"),
         ({"description": 5}, "description must be a string"),
-        ({"input": {"x": {"type": "object"}}}, "bad type 'object'"),
-        ({"input": {"x": {"type": "array"}}}, "bad type 'array'"),
+        ({"input": {"x": {"type": "list"}}}, "bad type 'list'"),
+        ({"input": {"x": {"type": "array"}}}, "an 'array' field needs items"),
         ({"input": {"x": {"required": True}}}, "missing 'type'"),
         ({"input": {"x": {"type": "string", "min": 1}}}, "unknown key(s) ['min']"),
         ({"input": {"x": Field("integer", enum=[1, "2"])}}, "enum value '2' is not of type 'integer'"),
@@ -164,28 +171,39 @@ def test_tool_is_frozen() -> None:
     [
         ({"value": 1, "from_unit": "km", "to_unit": "m"}, None),
         ({"value": 1.5, "from_unit": "km", "to_unit": "m", "precision": 2, "verbose": False}, None),
-        ([], "input must be an object, got array"),
-        ({"from_unit": "km", "to_unit": "m"}, "missing required field 'value'"),
-        ({"value": 1, "from_unit": "km", "to_unit": "m", "x": 1}, "unknown field 'x'"),
-        ({"value": "1", "from_unit": "km", "to_unit": "m"}, "field 'value' must be a number, got string"),
-        ({"value": True, "from_unit": "km", "to_unit": "m"}, "must be a number, got boolean"),
-        ({"value": float("nan"), "from_unit": "km", "to_unit": "m"}, "non-finite"),
-        ({"value": 1, "from_unit": "km", "to_unit": "m", "precision": 2.0}, "must be an integer, got number"),
+        ([], "input: expected object, got []"),
+        ({"from_unit": "km", "to_unit": "m"}, "input: missing required field 'value'"),
+        (
+            {"value": 1, "from_unit": "km", "to_unit": "m", "x": 1},
+            "input: unknown field 'x' (fields: value, from_unit, to_unit, precision, verbose)",
+        ),
+        ({"value": "1", "from_unit": "km", "to_unit": "m"}, 'input.value: expected number, got "1"'),
+        ({"value": True, "from_unit": "km", "to_unit": "m"}, "input.value: expected number, got true"),
+        (
+            {"value": float("nan"), "from_unit": "km", "to_unit": "m"},
+            "input.value: expected number, got NaN (not a finite number)",
+        ),
+        (
+            {"value": 1, "from_unit": "km", "to_unit": "m", "precision": 2.0},
+            "input.precision: expected integer, got 2.0",
+        ),
         (
             {"value": 1, "from_unit": "km", "to_unit": "m", "precision": True},
-            "must be an integer, got boolean",
+            "input.precision: expected integer, got true",
         ),
-        ({"value": 1, "from_unit": "km", "to_unit": "m", "verbose": 1}, "must be a boolean, got integer"),
-        ({"value": 1, "from_unit": "yd", "to_unit": "m"}, 'must be one of ["km", "mi", "m"], got "yd"'),
-        ({"value": 1, "from_unit": None, "to_unit": "m"}, "got null"),
+        (
+            {"value": 1, "from_unit": "km", "to_unit": "m", "verbose": 1},
+            "input.verbose: expected boolean, got 1",
+        ),
+        (
+            {"value": 1, "from_unit": "yd", "to_unit": "m"},
+            'input.from_unit: expected one of ["km", "mi", "m"], got "yd"',
+        ),
+        ({"value": 1, "from_unit": None, "to_unit": "m"}, "input.from_unit: expected string, got null"),
     ],
 )
 def test_check_input(value: object, problem: str | None) -> None:
-    got = check_input(convert, value)
-    if problem is None:
-        assert got is None
-    else:
-        assert got is not None and problem in got
+    assert check_input(convert, value) == problem
 
 
 async def test_sync_tools_run_on_a_worker_thread_and_async_tools_are_awaited() -> None:
@@ -409,7 +427,7 @@ async def test_errors_become_error_results() -> None:
 
     t = tool(name="boom", run=boom)
     assert await run_tool(t, {}, cx()) == ("error: ValueError: no luck", True)
-    assert await run_tool(t, {"x": 1}, cx()) == ("error: unknown field 'x' (fields: none)", True)
+    assert await run_tool(t, {"x": 1}, cx()) == ("error: input: unknown field 'x' (fields: none)", True)
 
 
 def test_result_text() -> None:
@@ -438,3 +456,300 @@ def test_schema_is_json_and_tool_repr_is_short() -> None:
     json.dumps(convert.schema)
     assert "schema" not in repr(weather)
     assert isinstance(convert, Tool)
+
+
+# -- inputs of any shape (SPEC 9.1) -----------------------------------------------------------
+
+ORDER_FIELDS: dict[str, Any] = {
+    "items": Field(
+        "array",
+        "What to order",
+        required=True,
+        items=Field(
+            "object",
+            properties={
+                "sku": Field("string", "Product code", required=True),
+                "qty": {"type": "integer", "required": True},
+                "gift": Field("boolean"),
+            },
+        ),
+    ),
+    "ship": {"type": "object", "properties": {"speed": {"type": "string", "enum": ["slow", "fast"]}}},
+    "tags": Field("array", items={"type": "string"}),
+    "meta": Field("object"),
+}
+
+
+def test_nested_explicit_fields_compile_to_a_nested_schema() -> None:
+    t = tool(name="order", description="Order.", input=ORDER_FIELDS, run=lambda i: "ok")
+    assert t.schema == {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sku": {"type": "string", "description": "Product code"},
+                        "qty": {"type": "integer"},
+                        "gift": {"type": "boolean"},
+                    },
+                    "required": ["sku", "qty"],
+                    "additionalProperties": False,
+                },
+                "description": "What to order",
+            },
+            "ship": {
+                "type": "object",
+                "properties": {"speed": {"type": "string", "enum": ["slow", "fast"]}},
+                "required": [],
+                "additionalProperties": False,
+            },
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "meta": {"type": "object"},
+        },
+        "required": ["items"],
+        "additionalProperties": False,
+    }
+    items = t.input["items"].items
+    assert items is not None and items.properties is not None
+    assert items.properties["qty"] == Field("integer", required=True)  # dicts become Fields
+    assert t.input["ship"].properties == {"speed": Field("string", enum=("slow", "fast"))}
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"items": [{"sku": "a", "qty": 1}], "ship": {}, "tags": [], "meta": {"any": [1]}}, None),
+        (
+            {"items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}, {"sku": "c", "qty": "3"}]},
+            'input.items[2].qty: expected integer, got "3"',
+        ),
+        ({"items": [{"qty": 1}]}, "input.items[0]: missing required field 'sku'"),
+        (
+            {"items": [{"sku": "a", "qty": 1, "x": 0}]},
+            "input.items[0]: unknown field 'x' (fields: sku, qty, gift)",
+        ),
+        (
+            {"items": [], "ship": {"speed": "warp"}},
+            'input.ship.speed: expected one of ["slow", "fast"], got "warp"',
+        ),
+        ({"items": [], "tags": ["a", 2]}, "input.tags[1]: expected string, got 2"),
+        ({"items": {}}, "input.items: expected array, got {}"),
+        ({"items": [], "meta": []}, "input.meta: expected object, got []"),
+    ],
+)
+async def test_the_input_check_covers_the_whole_schema(value: dict[str, Any], problem: str | None) -> None:
+    t = tool(name="order", input=ORDER_FIELDS, run=lambda i: "ran")
+    assert check_input(t, value) == problem
+    expected = ("ran", False) if problem is None else (f"error: {problem}", True)
+    assert await run_tool(t, value, cx()) == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"x": Field("array")}, "field 'x': an 'array' field needs items: a Field or a dict (each element)"),
+        (
+            {"x": Field("string", items=Field("string"))},
+            "field 'x': items is for 'array' fields only, not 'string'",
+        ),
+        (
+            {"x": {"type": "integer", "properties": {}}},
+            "properties is for 'object' fields only, not 'integer'",
+        ),
+        (
+            {"x": Field("object", enum=["a"])},
+            "enum is for string, number, integer, boolean fields only, not 'object'",
+        ),
+        (
+            {"x": Field("array", items=Field("object"), enum=[1])},
+            "enum is for string, number, integer, boolean",
+        ),
+        ({"x": Field("array", items={"type": "list"})}, "field 'x[]': bad type 'list'"),
+        ({"x": Field("object", properties={"y": {"tpe": "string"}})}, "field 'x.y': unknown key(s) ['tpe']"),
+        ({"x": Field("object", properties={"a b": Field("string")})}, "bad field name x.'a b'"),
+        (
+            {"x": Field("object", properties={"y": Field("array", items=Field("array"))})},
+            "field 'x.y[]': an 'array' field needs items",
+        ),
+        (
+            {"x": Field("object", properties=["y"])},  # type: ignore[arg-type]
+            "field 'x': properties must be a dict of fields, got list",
+        ),
+        ({"x": Field("array", items=3)}, "field 'x[]': expected a Field or a dict, got int"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_nested_fields_are_refused(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(AerixError) as info:
+        tool(name="t", input=fields, run=lambda i: "")
+    assert info.value.kind == "options"
+    assert message in info.value.message
+
+
+MCP_SCHEMA: dict[str, Any] = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "$defs": {"Item": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}},
+    "properties": {
+        "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}, "minItems": 1},
+        "note": {"type": ["string", "null"]},
+    },
+    "required": ["items"],
+}
+
+
+async def test_a_schema_tool_keeps_its_schema_and_checks_against_it() -> None:
+    got: list[object] = []
+
+    def run(i: dict[str, Any]) -> str:
+        got.append(i)
+        return "ok"
+
+    t = tool(name="order", description="Order.", schema=MCP_SCHEMA, run=run)
+    assert t.schema == MCP_SCHEMA and t.schema is not MCP_SCHEMA
+    assert dict(t.input) == {}
+    decoded = t.decoded
+    assert decoded is not None and "$defs" not in decoded and "$schema" not in decoded
+    assert decoded["properties"]["items"]["items"] == MCP_SCHEMA["$defs"]["Item"]
+    assert await run_tool(t, {"items": [{"sku": "a"}], "note": None}, cx()) == ("ok", False)
+    assert got == [{"items": [{"sku": "a"}], "note": None}]
+    assert check_input(t, {"items": []}) == "input.items: expected at least 1 item, got 0"
+    assert check_input(t, {"items": [{"sku": 1}]}) == "input.items[0].sku: expected string, got 1"
+    assert check_input(t, {"items": [{}], "extra": 1}) == "input.items[0]: missing required field 'sku'"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"schema": {"type": "object"}, "input": {}},
+            "pass input (fields) or schema (a JSON Schema), not both",
+        ),
+        (
+            {"schema": {"type": "string"}},
+            'the schema must be of an object, with "type": "object" at its root',
+        ),
+        ({"schema": {"properties": {}}}, "got type null"),
+        ({"schema": ["x"]}, "tool 't': a schema must be a dict"),
+        (
+            {"schema": {"type": "object", "properties": {"q": {"type": "string", "examples": ["a"]}}}},
+            "unsupported JSON Schema keyword 'examples' at schema.properties.q.examples",
+        ),
+        (
+            {"schema": {"type": "object", "properties": {"q": {"$ref": "#/$defs/Q"}}}},
+            "'#/$defs/Q' points nowhere",
+        ),
+        ({"schema": {"type": "object"}, "run": None}, "missing run"),
+    ],
+)
+def test_bad_schema_tools_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    base: dict[str, Any] = {"name": "t", "run": lambda i: ""}
+    with pytest.raises(AerixError) as info:
+        tool(**{**base, **kwargs})
+    assert info.value.kind == "options"
+    assert message in info.value.message
+
+
+class Speed(enum.Enum):
+    SLOW = "slow"
+    FAST = "fast"
+
+
+@dataclasses.dataclass
+class Line:
+    sku: str
+    qty: int = 1
+
+
+class Where(TypedDict):
+    city: str
+    zip: NotRequired[str]
+
+
+class Buyer(pydantic.BaseModel):
+    name: str
+    vip: bool = False
+
+
+async def test_a_decorated_tool_takes_nested_types_and_gets_converted_values() -> None:
+    got: list[tuple[object, ...]] = []
+
+    @tool
+    def order(
+        lines: list[Line],
+        to: Where,
+        buyer: Buyer,
+        speed: Speed = Speed.SLOW,
+        notes: Annotated[dict[str, float], "Per-line notes"] | None = None,
+        code: Annotated[str, "A coupon"] | None = None,
+    ) -> str:
+        """Place an order.
+
+        Args:
+            lines: The lines
+            code: Overridden by Annotated
+        """
+        got.append((lines, to, buyer, speed, notes, code))
+        return "placed"
+
+    props = order.schema["properties"]
+    assert order.schema["required"] == ["lines", "to", "buyer"]
+    assert props["lines"]["description"] == "The lines" and props["code"]["description"] == "A coupon"
+    assert props["notes"] == {
+        "type": "object",
+        "additionalProperties": {"type": "number"},
+        "description": "Per-line notes",
+    }
+    assert props["speed"] == {"type": "string", "enum": ["slow", "fast"]}
+    assert order.input["lines"] == Field(
+        "array",
+        "The lines",
+        required=True,
+        items=Field("object", properties={"sku": Field("string", required=True), "qty": Field("integer")}),
+    )
+    value = {
+        "lines": [{"sku": "a"}, {"sku": "b", "qty": 2}],
+        "to": {"city": "Porto"},
+        "buyer": {"name": "Al"},
+    }
+    assert await run_tool(order, {**value, "speed": "fast", "notes": {"a": 1}}, cx()) == ("placed", False)
+    assert await run_tool(order, value, cx()) == ("placed", False)
+    assert got[0] == (
+        [Line("a"), Line("b", 2)],
+        {"city": "Porto"},
+        Buyer(name="Al"),
+        Speed.FAST,
+        {"a": 1},
+        None,  # optional without a default: None
+    )
+    assert got[1][3] is Speed.SLOW and got[1][4] is None
+    problem = await run_tool(order, {**value, "lines": [{"sku": "a", "qty": "3"}]}, cx())
+    assert problem == ('error: input.lines[0].qty: expected integer, got "3"', True)
+    assert len(got) == 2
+
+
+async def test_an_async_decorated_tool_gets_converted_values_and_its_context() -> None:
+    @tool
+    async def pick(speeds: list[Speed], cx: ToolContext) -> str:
+        """Pick."""
+        return f"{cx.call_id}: {[s.name for s in speeds]}"
+
+    assert await run_tool(pick, {"speeds": ["fast", "slow"]}, cx()) == ("call_1: ['FAST', 'SLOW']", False)
+
+
+@dataclasses.dataclass
+class Odd:
+    when: complex
+
+
+def test_a_decorated_tool_with_a_type_it_cannot_take_names_the_parameter() -> None:
+    with pytest.raises(AerixError) as info:
+
+        @tool
+        def f(ok: int, odd: list[Odd]) -> str:
+            """F."""
+            return ""
+
+    assert info.value.message.startswith("tool 'f': parameter 'odd': items: field 'when' of Odd ")
+    assert "has annotation complex; use str, int, float, bool" in info.value.message

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import pytest
 
 from _tools import TOOL_SETS, clock, convert, weather
-from aerix import Field, tool
+from aerix import Field, Tool, tool
+from aerix._schema import check_decodable
 from aerix.turn import (
     DECODED_CALLS,
     FRACTION_DIGITS,
@@ -15,15 +18,18 @@ from aerix.turn import (
     MAX_INTEGER,
     MAX_THOUGHT,
     RETRY_FINAL_CHARS,
+    RETRY_ITEMS,
     RETRY_MARGIN_TOKENS,
     RETRY_STRING_CHARS,
     BadTurn,
     Turn,
+    decoded_schema,
     input_schema,
     parse_turn,
     render_results,
     render_retry,
     render_system,
+    render_tool,
     turn_schema,
 )
 
@@ -215,3 +221,311 @@ def test_parse_leaves_input_checks_to_the_call() -> None:
 def test_retry_messages() -> None:
     assert "cut off at 64 tokens" in render_retry("x", cut=True, max_tokens=64)
     assert "not valid: not JSON" in render_retry("not JSON", cut=False, max_tokens=64)
+
+
+# -- inputs of any shape (SPEC 9.1) -----------------------------------------------------
+
+
+@dataclass
+class Line:
+    """One line of an order.
+
+    Attributes:
+        sku: The product code
+        qty: How many
+    """
+
+    sku: str
+    qty: int
+    note: str | None = None
+
+
+@tool
+def order(
+    items: list[Line],
+    customer: Annotated[str, "Who orders"],
+    rush: bool = False,
+    tags: dict[str, int] | None = None,
+) -> str:
+    """Place an order.
+
+    Args:
+        items: The lines of the order
+    """
+    return "ok"
+
+
+SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "filters": {"type": "array", "items": {"$ref": "#/$defs/filter"}, "maxItems": 3},
+        "query": {"type": "string", "minLength": 1, "description": "The words to look for"},
+        "page": {"type": "integer", "minimum": 1, "default": 1},
+        "since": {"type": "string", "format": "date"},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+    "$defs": {
+        "filter": {
+            "type": "object",
+            "properties": {
+                "value": {"anyOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"type": "null"}]},
+                "field": {"enum": ["author", "year"], "description": "What to filter on"},
+            },
+            "required": ["field", "value"],
+            "additionalProperties": False,
+        }
+    },
+}
+search = tool(name="search", description="Search the library.", schema=SEARCH_SCHEMA, run=lambda input: "[]")
+
+SHAPED = {"nested": [order], "schema_tool": [search]}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPED))
+def test_system_message_golden_for_inputs_of_any_shape(name: str, golden) -> None:  # type: ignore[no-untyped-def]
+    golden(f"system_{name}.txt", render_system(INSTRUCTIONS, SHAPED[name]) + "\n")
+
+
+@pytest.mark.parametrize("name", sorted(SHAPED))
+@pytest.mark.parametrize("short", [False, True], ids=["", "short"])
+def test_turn_schema_golden_for_inputs_of_any_shape(name: str, short: bool, golden) -> None:  # type: ignore[no-untyped-def]
+    schema = turn_schema(SHAPED[name], short=short)
+    golden(f"schema_{name}{'_short' if short else ''}.json", json.dumps(schema, indent=2) + "\n")
+
+
+def test_the_turn_schema_carries_a_schema_tools_input_with_its_refs_inlined() -> None:
+    decoded = input_schema(search)
+    filters = decoded["properties"]["filters"]
+    assert filters["items"]["properties"]["field"] == {
+        "enum": ["author", "year"],
+        "description": "What to filter on",
+    }
+    assert "$defs" not in decoded and "$ref" not in json.dumps(decoded)
+    assert search.schema == SEARCH_SCHEMA  # the tool keeps its schema as given
+
+
+def test_required_fields_come_first_at_every_depth_and_integers_are_bounded_everywhere() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string"},
+            "rows": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"x": {"type": "number"}, "n": {"type": ["integer", "null"]}},
+                    "required": ["n"],
+                },
+            },
+            "pick": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "integer", "enum": [5]}]},
+            "map": {"type": "object", "additionalProperties": {"type": "integer", "maximum": 10}},
+        },
+        "required": ["rows"],
+    }
+    before = json.dumps(schema)
+    decoded = decoded_schema(schema)
+    assert json.dumps(schema) == before  # untouched
+    assert list(decoded["properties"]) == ["rows", "a", "pick", "map"]
+    row = decoded["properties"]["rows"]["items"]
+    assert list(row["properties"]) == ["n", "x"]
+    # keys an object's schema names are the only ones decoded, unless it says otherwise
+    assert row["additionalProperties"] is False and decoded["additionalProperties"] is False
+    assert "additionalProperties" not in schema["properties"]["rows"]["items"]
+    assert decoded["properties"]["map"]["additionalProperties"] == {
+        "type": "integer",
+        "minimum": -MAX_INTEGER,
+        "maximum": 10,
+    }
+    assert row["properties"]["n"] == {
+        "type": ["integer", "null"],
+        "minimum": -MAX_INTEGER,
+        "maximum": MAX_INTEGER,
+    }
+    assert row["properties"]["x"] == {"type": "number"}  # free unless bounded
+    assert decoded["properties"]["pick"]["anyOf"] == [
+        {"type": "integer", "minimum": 0, "maximum": MAX_INTEGER},  # its own bound is kept
+        {"type": "integer", "enum": [5]},  # an enum is bound already
+    ]
+    assert decoded["properties"]["map"]["additionalProperties"] == {
+        "type": "integer",
+        "maximum": 10,
+        "minimum": -MAX_INTEGER,
+    }
+
+
+def test_a_retry_bounds_numbers_strings_and_arrays_at_every_depth() -> None:
+    schema = {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "ratio": {"type": "number"},
+                "name": {"type": "string", "maxLength": 500},
+                "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "day": {"type": "string", "format": "date"},
+                "long": {"type": "string", "minLength": RETRY_STRING_CHARS + 1},
+                "few": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+                "many": {"type": "array", "items": {"type": "integer"}, "minItems": RETRY_ITEMS + 1},
+            },
+        },
+    }
+    bounded = decoded_schema(schema, bounded=True)
+    assert bounded["maxItems"] == RETRY_ITEMS
+    fields = bounded["items"]["properties"]
+    assert fields["ratio"]["multipleOf"] == 10.0**-FRACTION_DIGITS
+    assert fields["name"] == {"type": "string", "maxLength": RETRY_STRING_CHARS}
+    assert fields["code"] == {"type": "string", "pattern": "^[A-Z]{3}$"}  # a pattern bounds it already
+    assert fields["day"] == {"type": "string", "format": "date"}
+    assert "maxLength" not in fields["long"]  # the schema asks for more than the cap: left as it is
+    assert fields["few"]["maxItems"] == 2 and fields["few"]["items"]["maxLength"] == RETRY_STRING_CHARS
+    assert "maxItems" not in fields["many"]
+
+
+def test_nested_fields_render_with_their_kinds_notes_and_sub_fields() -> None:
+    text = render_tool(order)
+    assert text.splitlines() == [
+        "- order: Place an order.",
+        "  input:",
+        "  - items (array of object; required): The lines of the order",
+        "    - sku (string; required): The product code",
+        "    - qty (integer; required): How many",
+        "    - note (string or null; optional)",
+        "  - customer (string; required): Who orders",
+        "  - rush (boolean; optional)",
+        "  - tags (object of any keys, each integer; optional)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "line"),
+    [
+        ({"type": "integer", "minimum": 1, "maximum": 9}, "- f (integer; required; at least 1; at most 9)"),
+        (
+            {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+            "- f (number; required; more than 0; less than 1)",
+        ),
+        (
+            {"type": "string", "minLength": 1, "maxLength": 8},
+            "- f (string; required; at least 1 character; at most 8 characters)",
+        ),
+        (
+            {"type": "array", "items": {"type": "integer"}, "minItems": 2},
+            "- f (array of integer; required; at least 2 items)",
+        ),
+        (
+            {"type": "array", "items": {"enum": ["a", "b"]}},
+            '- f (array of string; required; each one of "a", "b")',
+        ),
+        (
+            {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+            "- f (array of array of number; required)",
+        ),
+        ({"const": "v1"}, '- f (string; required; always "v1")'),
+        ({"type": "string", "pattern": "^[a-z]+$"}, "- f (string; required; matching ^[a-z]+$)"),
+        (
+            {"type": "string", "format": "date", "default": "2025-01-01"},
+            '- f (string; required; format date; default "2025-01-01")',
+        ),
+        ({"anyOf": [{"type": "integer"}, {"type": "string"}]}, "- f (integer or string; required)"),
+        ({}, "- f (any JSON value; required)"),
+    ],
+)
+def test_each_keyword_renders_as_a_note(schema: dict[str, Any], line: str) -> None:
+    t = tool(
+        name="t", schema={"type": "object", "properties": {"f": schema}, "required": ["f"]}, run=lambda i: ""
+    )
+    assert render_tool(t).splitlines()[2] == "  " + line
+
+
+def test_shapes_of_an_any_of_render_each_with_its_fields() -> None:
+    either = {
+        "anyOf": [
+            {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}},
+        ]
+    }
+    t = tool(name="t", schema={"type": "object", "properties": {"where": either}}, run=lambda i: "")
+    assert render_tool(t).splitlines()[2:] == [
+        "  - where (one of 2 shapes; optional)",
+        "    - shape 1 (object)",
+        "      - city (string; required)",
+        "    - shape 2 (object)",
+        "      - lat (number; optional)",
+        "      - lon (number; optional)",
+    ]
+
+
+def test_a_schema_tool_without_properties_has_no_input() -> None:
+    for schema in ({"type": "object"}, {"type": "object", "properties": {}}):
+        t = tool(name="t", description="T.", schema=schema, run=lambda i: "")
+        assert render_tool(t) == "- t: T.\n  input: none"
+
+
+# -- typed answers and several calls (SPEC 9.2, 9.3) ---------------------------------------------
+
+ANSWER: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+
+
+def test_a_typed_answer_changes_the_final_shape_and_the_contract() -> None:
+    final = turn_schema([weather], output=ANSWER)["anyOf"][1]
+    assert final["properties"]["final"] == decoded_schema(ANSWER)
+    text = render_system("", [weather], output=ANSWER)
+    assert '{"final":<your answer, a JSON value of the answer type below>}' in text
+    assert '"<your answer>"' not in text
+    assert text.endswith(
+        "Answer type:\n- final (object; required)\n  - city (string; required)\n  - days (integer; required; at least 1)"
+    )
+    alone = render_system("", [], output={"type": "integer"})
+    assert alone.startswith('Answer with one JSON object and nothing else:\n{"final":<your answer, a JSON')
+    assert alone.endswith("Answer type:\n- final (integer; required)")
+
+
+def test_a_short_typed_final_is_bounded_not_cut_to_a_length() -> None:
+    final = turn_schema([weather], "none", short=True, output={"type": "array", "items": {"type": "string"}})
+    assert final["anyOf"][0]["properties"] == {
+        "final": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": RETRY_STRING_CHARS},
+            "maxItems": RETRY_ITEMS,
+        }
+    }
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_calls_per_turn_is_the_schemas_max_items_and_a_short_retry_allows_one(n: int) -> None:
+    for choice in ("auto", "required", "weather"):
+        calls = turn_schema([weather, clock], choice, calls_per_turn=n)["anyOf"][0]["properties"]["calls"]
+        assert calls["maxItems"] == n
+        short = turn_schema([weather, clock], choice, short=True, calls_per_turn=n)["anyOf"][0]
+        assert short["properties"]["calls"]["maxItems"] == 1
+    text = render_system("", [weather], calls_per_turn=n)
+    assert ("One turn may hold up to" in text) == (n > 1)
+    if n > 1:
+        assert f"One turn may hold up to {n} calls. Either object may" in text
+
+
+def test_parse_a_typed_final_of_any_json_value() -> None:
+    for value in ({"city": "Porto", "days": 3}, [1, 2], 3, None, "Grüß"):
+        turn = parse_turn(json.dumps({"final": value}), [weather], typed=True)
+        assert isinstance(turn, Turn)
+        assert turn.value == value and turn.final == json.dumps(value, ensure_ascii=False)
+    untyped = parse_turn('{"final": 3}', [weather])
+    assert isinstance(untyped, BadTurn) and untyped.reason == '"final" must be a string'
+    text = parse_turn('{"final": "x"}', [weather])
+    assert isinstance(text, Turn) and text.final == text.value == "x"
+
+
+@pytest.mark.parametrize("tools", [*TOOL_SETS.values(), *SHAPED.values()], ids=[*TOOL_SETS, *SHAPED])
+@pytest.mark.parametrize("output", [None, ANSWER], ids=["text", "typed"])
+def test_every_turn_schema_compiles_on_the_local_constraint(tools: list[Tool], output: Any) -> None:
+    pytest.importorskip("llguidance")
+    for choice in ("auto", "required", "none"):
+        for short in (False, True):
+            schema = turn_schema(tools, choice, short=short, max_tokens=64, calls_per_turn=3, output=output)
+            check_decodable(schema, where="the turn schema")  # raises if llguidance cannot take it

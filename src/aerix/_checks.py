@@ -11,17 +11,34 @@ from typing import Any
 from .abort import AbortSignal
 from .errors import AerixError
 from .tools import Tool
+from .turn import MAX_CALLS
 
-__all__ = ["check_agent_options", "check_run_args", "check_tool_choice", "check_tools", "unencodable"]
+__all__ = [
+    "check_agent_options",
+    "check_calls_per_turn",
+    "check_run_args",
+    "check_tool_choice",
+    "check_tools",
+    "unencodable",
+]
+
+OPTIONS = (
+    "model, instructions, tools, limits, generation, constrain, hooks, tool_choice, "
+    "output, calls_per_turn, concurrent_calls, name"
+)
 
 
 def check_agent_options(
-    unknown: Mapping[str, Any], model: object, instructions: object, constrain: object
+    unknown: Mapping[str, Any],
+    model: object,
+    instructions: object,
+    constrain: object,
+    concurrent_calls: object = False,
+    name: object = None,
 ) -> None:
     """Check the `Agent` options that have no type of their own."""
     if unknown:
-        allowed = "model, instructions, tools, limits, generation, constrain, hooks, tool_choice"
-        raise AerixError("options", f"unknown option {next(iter(unknown))!r}; options are {allowed}")
+        raise AerixError("options", f"unknown option {next(iter(unknown))!r}; options are {OPTIONS}")
     if not callable(getattr(model, "chat", None)):
         raise AerixError(
             "options",
@@ -31,6 +48,17 @@ def check_agent_options(
         raise AerixError("options", f"instructions must be a string, got {type(instructions).__name__}")
     if not isinstance(constrain, bool):
         raise AerixError("options", f"constrain must be True or False, got {constrain!r}")
+    if not isinstance(concurrent_calls, bool):
+        raise AerixError("options", f"concurrent_calls must be True or False, got {concurrent_calls!r}")
+    if name is not None and not isinstance(name, str):
+        raise AerixError("options", f"name must be a string or None, got {type(name).__name__} {name!r}")
+
+
+def check_calls_per_turn(value: object) -> int:
+    """`calls_per_turn`: an integer from 1 to `MAX_CALLS` (8)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CALLS:
+        raise AerixError("options", f"calls_per_turn must be an integer from 1 to {MAX_CALLS}, got {value!r}")
+    return value
 
 
 def check_run_args(prompt: object, signal: object) -> None:

@@ -57,12 +57,14 @@ class Docstring:
     are joined with single spaces."""
 
 
-def parse_docstring(doc: str | None) -> Docstring:
+def parse_docstring(doc: str | None, *, attributes: bool = False) -> Docstring:
     """Parse a Google, NumPy or reST docstring.
 
     Args:
         doc: The docstring, as found in `fn.__doc__`; `None` gives an empty
             `Docstring`.
+        attributes: Read an `Attributes` section (and reST `:ivar name:`) as
+            parameters too: for a class whose fields are documented there.
 
     Returns:
         The description and the parameter descriptions found.
@@ -70,15 +72,17 @@ def parse_docstring(doc: str | None) -> Docstring:
     lines = inspect.cleandoc(doc or "").splitlines()
     start = next((i for i in range(len(lines)) if _kind(lines, i)), len(lines))
     params: dict[str, str] = {}
+    sections = _PARAM_SECTIONS | {"attributes"} if attributes else _PARAM_SECTIONS
+    fields = _PARAM_FIELDS | {"ivar", "var", "cvar"} if attributes else _PARAM_FIELDS
     i = start
     while i < len(lines):
         kind = _kind(lines, i)
         if kind == "rest":
-            i = _rest_field(lines, i, params)
+            i = _rest_field(lines, i, params, fields)
         elif kind == "google":
-            i = _google_section(lines, i, params)
+            i = _google_section(lines, i, params, sections)
         elif kind == "numpy":
-            i = _numpy_section(lines, i, params)
+            i = _numpy_section(lines, i, params, sections)
         else:
             i += 1
     return Docstring(description="\n".join(lines[:start]).strip(), params=params)
@@ -97,29 +101,29 @@ def _kind(lines: list[str], i: int) -> _Kind | None:
     return None
 
 
-def _google_section(lines: list[str], i: int, params: dict[str, str]) -> int:
+def _google_section(lines: list[str], i: int, params: dict[str, str], sections: frozenset[str]) -> int:
     """Read the Google section headed at `lines[i]`; return where it ends."""
     end = _block_end(lines, i + 1, _head(lines, i), any_line=True)
     header = _GOOGLE_HEADER.fullmatch(lines[i].strip())
-    if header and _section_name(header[1]) in _PARAM_SECTIONS:
+    if header and _section_name(header[1]) in sections:
         _read_items(lines[i + 1 : end], _GOOGLE_ITEM, params)
     return end
 
 
-def _numpy_section(lines: list[str], i: int, params: dict[str, str]) -> int:
+def _numpy_section(lines: list[str], i: int, params: dict[str, str], sections: frozenset[str]) -> int:
     """Read the NumPy section headed at `lines[i]`; return where it ends."""
     end = _block_end(lines, i + 2, _head(lines, i), any_line=False)
-    if _section_name(lines[i]) in _PARAM_SECTIONS:
+    if _section_name(lines[i]) in sections:
         _read_items(lines[i + 2 : end], _NUMPY_ITEM, params)
     return end
 
 
-def _rest_field(lines: list[str], i: int, params: dict[str, str]) -> int:
+def _rest_field(lines: list[str], i: int, params: dict[str, str], fields: frozenset[str]) -> int:
     """Read the reST field at `lines[i]` and its continuation lines; return where it ends."""
     end = _block_end(lines, i + 1, _head(lines, i), any_line=True)
     match = _FIELD.fullmatch(lines[i].strip())
     words = match[1].split() if match else []
-    if match and len(words) >= 2 and words[0] in _PARAM_FIELDS and re.fullmatch(_NAME, words[-1]):
+    if match and len(words) >= 2 and words[0] in fields and re.fullmatch(_NAME, words[-1]):
         params[words[-1].lstrip("\\*")] = _join([match[2], *lines[i + 1 : end]])
     return end
 

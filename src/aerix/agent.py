@@ -1,7 +1,8 @@
 """The agent: the loop that asks a model for one turn at a time.
 
-A run goes: the prompt → a turn (one generation, parsed) → its calls, each
-through `before_call`, the input check, the tool and `after_call` → their
+A run goes: the prompt → a turn (one generation, parsed; a typed final
+checked) → its calls, each through `before_call`, the repeat rule, the input
+check, the tool and `after_call` (`_calls`: one at a time, or at once) → their
 results as the next user message → the next turn … → a final or a limit.
 `Agent._play` tells that story as events; `Agent._run` hands them to the
 consumer and adds the ending, whatever happened.
@@ -16,45 +17,24 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Never
 
-from ._checks import check_agent_options, check_run_args, check_tool_choice, check_tools
+from ._answer import Answer, answer_of
+from ._calls import Calls, Seen
+from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
+from ._contract import Contract
 from ._guard import Aborted, Guard, aborted
-from ._hooks import after_call, before_call, on_final
+from ._hooks import on_final
+from ._observe import observe
 from ._portal import iterate
 from ._stream import Reply
 from .abort import AbortController, AbortSignal
 from .errors import AerixError, describe
-from .events import (
-    AgentEvent,
-    Call,
-    CallEvent,
-    EndEvent,
-    FinalEvent,
-    ResultEvent,
-    RetryEvent,
-    TextEvent,
-    TurnEvent,
-    _short,
-    _tally,
-)
+from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import HookError, Hooks, Limits, ToolChoice, check_generation
-from .tools import Tool, ToolContext, cut_result, run_tool
-from .turn import BadTurn, parse_turn, render_results, render_retry, render_system, turn_schema
+from .tools import Tool
+from .turn import BadTurn, Turn, render_results, render_retry
 
 __all__ = ["Agent", "Answer"]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Answer:
-    """What `ask` returns: the final's text and every event of the run."""
-
-    text: str
-    """The final answer."""
-    events: tuple[AgentEvent, ...]
-    """Every event of the run, the final last."""
-
-    def __repr__(self) -> str:
-        return f"Answer(text={_short(self.text)}, events=<{_tally(self.events)}>)"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -83,6 +63,8 @@ class _Run:
     """Ask for a shorter turn: the last one was cut."""
     reply: Reply = field(default_factory=Reply)
     """The last generation's reply."""
+    seen: Seen = field(default_factory=Seen)
+    """The calls run so far, for the repeat rule (`Limits.repeats`)."""
     ending: FinalEvent | EndEvent | None = None
 
 
@@ -106,6 +88,15 @@ class Agent:
             `"auto"`, a model that is a `ToolFit` (`LlamaCpp`) is asked first
             whether a tool fits the prompt, and the first turn then calls or
             answers accordingly.
+        output: The answer's type: `str` (the default, a text answer), any type
+            `@tool` takes as an annotation (a dataclass, a `TypedDict`, a
+            Pydantic model, `list[int]`, …) or a JSON Schema dict. The final is
+            then decoded under its schema, checked (a final that fails is a bad
+            turn) and converted: `FinalEvent.output` and `Answer.output`.
+        calls_per_turn: The most calls one turn may hold, 1 to 8.
+        concurrent_calls: Run the tools of a turn at once (after every
+            `before_call` and input check, in call order) rather than one at a time.
+        name: The agent's name, for tracing and its `repr`.
 
     Raises:
         AerixError: `kind="options"`, naming the bad option and value.
@@ -121,23 +112,34 @@ class Agent:
         constrain: bool = True,
         hooks: Hooks | Mapping[str, Any] | None = None,
         tool_choice: ToolChoice = "auto",
+        output: Any = str,
+        calls_per_turn: int = 1,
+        concurrent_calls: bool = False,
+        name: str | None = None,
         **unknown: Never,
     ) -> None:
-        check_agent_options(unknown, model, instructions, constrain)
+        check_agent_options(unknown, model, instructions, constrain, concurrent_calls, name)
         self._tools = check_tools(tools)
         self._tool_list = tuple(self._tools.values())
         self._limits = Limits.of(limits)
         self._hooks = Hooks.of(hooks)
         self._generation = check_generation(generation)
         self._tool_choice = check_tool_choice(tool_choice, self._tools)
+        self._contract = Contract(
+            instructions,
+            self._tool_list,
+            output=output,
+            calls_per_turn=check_calls_per_turn(calls_per_turn),
+            max_tokens=self._limits.max_tokens,
+            decodable=constrain,
+        )
+        self._calls = Calls(
+            tools=self._tools, hooks=self._hooks, limits=self._limits, concurrent=concurrent_calls
+        )
         self._model = model
         self._constrain = constrain
-        self._instructions = instructions
-        self._system: ChatMessage = {
-            "role": "system",
-            "content": render_system(instructions, self._tool_list),
-        }
-        self._schemas: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._name = name
+        self._system: ChatMessage = {"role": "system", "content": self._contract.system}
         self._tool_texts = [f"{t.name}: {t.description}" for t in self._tool_list]
         """The tools as a `ToolFit` model reads them."""
         self._messages: list[ChatMessage] = []
@@ -145,6 +147,11 @@ class Agent:
         self._busy = False
         self._current: _Run | None = None
         self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str | None:
+        """The agent's name, if it was given one."""
+        return self._name
 
     @property
     def model(self) -> Model:
@@ -207,7 +214,7 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._check_idle()
-        return self._run(prompt, signal)
+        return observe(self, self._run(prompt, signal))  # the one seam for tracing
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """Run to the end and return the final answer.
@@ -217,7 +224,7 @@ class Agent:
                 ended without a final; `kind="busy"` or `kind="options"` as `run`.
         """
         events: list[AgentEvent] = [ev async for ev in self.run(prompt, signal=signal)]
-        return _answer(events)
+        return answer_of(events)
 
     def run_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Iterator[AgentEvent]:
         """`run` for code without an event loop (or inside one: a notebook).
@@ -227,11 +234,11 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._check_idle()
-        return iterate(lambda run_signal: self._run(prompt, run_signal), signal)
+        return iterate(lambda run_signal: observe(self, self._run(prompt, run_signal)), signal)
 
     def ask_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """`ask` for code without an event loop (or inside one: a notebook)."""
-        return _answer(list(self.run_sync(prompt, signal=signal)))
+        return answer_of(list(self.run_sync(prompt, signal=signal)))
 
     def _check_idle(self) -> None:
         if self._busy:
@@ -282,7 +289,7 @@ class Agent:
                     await aclose()
             reply.end(run.signal)
             yield reply.usage()
-            turn = parse_turn(reply.text, self._tool_list, run.choice)
+            turn = self._contract.parse(reply.text, run.choice)  # a typed final: checked, converted
             if isinstance(turn, BadTurn):
                 retry = self._retry(run, turn.reason)
                 if retry is None:  # out of generations or retries: `run.ending` says which
@@ -291,18 +298,19 @@ class Agent:
                 continue
             run.failures, run.retry, run.choice, run.short = 0, [], "auto", False
             if turn.final is not None:
-                if await self._final(run, turn.final, turn.thought):
+                if await self._final(run, turn):
                     return
                 continue  # `on_final` asked for another turn
             calls = tuple([Call(id=self._new_id(), tool=c.tool, input=c.input) for c in turn.calls])
             yield TurnEvent(turn=run.generation, calls=calls, thought=turn.thought)
             results: list[tuple[str, str, str]] = []
-            for call in calls:
-                call, refusal = await before_call(self._hooks, call)
-                yield CallEvent(id=call.id, tool=call.tool, input=call.input)
-                result = await self._result(run, call, refusal)
-                results.append((result.id, result.tool, result.text))
-                yield result
+            async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
+                async for ev in played:  # each call's `call` event, then (or later) its `result`
+                    if isinstance(ev, ResultEvent):
+                        results.append((ev.id, ev.tool, ev.text))
+                    yield ev
+            if run.seen.repeated:  # a call past `limits.repeats`: the next turn may only answer
+                run.choice = "none"
             self._commit(run, render_results(results, turn.dropped))
         run.ending = EndEvent(
             reason="turns", message=f"no final after {run.generation} generations (limits.turns)"
@@ -339,7 +347,7 @@ class Agent:
         opts["max_tokens"] = self._limits.max_tokens
         opts["signal"] = run.signal
         if self._constrain:
-            opts["constraint"] = {"json": self._schema(run.choice, run.short)}
+            opts["constraint"] = {"json": self._contract.schema(run.choice, run.short)}
         return self._model.chat([self._system, *self._messages, *run.pending, *run.retry], opts)
 
     def _retry(self, run: _Run, reason: str) -> RetryEvent | None:
@@ -367,27 +375,16 @@ class Agent:
         ]
         return RetryEvent(turn=run.generation, reason=reason)
 
-    async def _final(self, run: _Run, text: str, thought: str | None) -> bool:
+    async def _final(self, run: _Run, turn: Turn) -> bool:
         """A final turn: the run's answer (`True`, in `run.ending`), unless `on_final` continues it."""
-        more = await on_final(self._hooks, text, run.signal)
+        assert turn.final is not None
+        more = await on_final(self._hooks, turn.final, run.signal)
         if more is None:
             self._commit(run)
-            run.ending = FinalEvent(text=text, thought=thought)
+            run.ending = FinalEvent(text=turn.final, thought=turn.thought, output=turn.value)
             return True
         self._commit(run, more)
         return False
-
-    async def _result(self, run: _Run, call: Call, refusal: str | None) -> ResultEvent:
-        """Run one call (unless it was refused) and make its result: the tool, `after_call`, the cut."""
-        if refusal is not None:
-            text, error = refusal, True
-        else:
-            cx = ToolContext(signal=run.signal, call_id=call.id)
-            text, error = await run_tool(self._tools[call.tool], call.input, cx)
-            if self._hooks.after_call is not None:
-                text = await after_call(self._hooks, call, text)
-        text = cut_result(text, self._limits.result_chars)
-        return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
 
     def _commit(self, run: _Run, answer: str | None = None) -> None:
         """Keep a completed turn: the pending prompt, the reply, and the results or continue text."""
@@ -422,29 +419,11 @@ class Agent:
         if self._current is run:  # not a newer run's state
             self._current, self._busy = None, False
 
-    def _schema(self, choice: str, short: bool) -> dict[str, Any]:
-        """The turn schema for this choice, built on first use (each is dozens of objects to keep)."""
-        schema = self._schemas.get((choice, short))
-        if schema is None:
-            schema = self._schemas[choice, short] = turn_schema(
-                self._tool_list, choice, short=short, max_tokens=self._limits.max_tokens
-            )
-        return schema
-
     def _new_id(self) -> str:
         self._next_id += 1
         return f"call_{self._next_id}"
 
     def __repr__(self) -> str:
-        return f"Agent(model={type(self._model).__name__}, tools={list(self._tools)}, limits={self._limits})"
-
-
-def _answer(events: list[AgentEvent]) -> Answer:
-    last = events[-1] if events else None
-    if isinstance(last, FinalEvent):
-        return Answer(text=last.text, events=tuple(events))
-    reason = last.reason if isinstance(last, EndEvent) else "error"
-    message = last.message if isinstance(last, EndEvent) else "the run produced no ending"
-    raise AerixError(
-        "end", f"the run ended without a final ({reason}): {message}", reason=reason, events=events
-    )
+        name = "" if self._name is None else f"name={self._name!r}, "
+        model = type(self._model).__name__
+        return f"Agent({name}model={model}, tools={list(self._tools)}, limits={self._limits})"

@@ -4,12 +4,14 @@
 keeps one conversation over many prompts read from stdin. The model is the
 embedded default (`aerix.load("smollm2-instruct")`), another GGUF
 (`--model PATH`), or an OpenAI-compatible server (`--server URL --model
-NAME`); the agent gets the demo tools of `aerix.demo_tools`. The command
-calls only the public API, so everything it does a program can do too.
+NAME`); the agent gets the demo tools of `aerix.demo_tools`, your own tools
+(`--tools module:function`, `--tools path/to/file.py`) or an MCP server's
+(`--mcp "COMMAND ARGS"`, `--mcp URL`). The command calls only the public API,
+so everything it does a program can do too.
 
 Exit status: 0 when the run ends with a final (and when `chat` ends), 1 when
-a run ends otherwise or the model cannot be loaded, 2 for bad usage or a bad
-option value, 130 when a second Ctrl-C quits.
+a run ends otherwise or the model (or an `--mcp` server) cannot be started, 2
+for bad usage or a bad option value, 130 when a second Ctrl-C quits.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import aerix
 import aerix.engines
 from aerix import AbortController, AbortSignal, AerixError, Agent, Limits, Model
 
+from ._cli_tools import Refused, check_unique, mcp_server, pick_tools
 from ._console import HumanPrinter, JsonPrinter, Printer, Spinner, Symbols, use_color
 from .demo_tools import DEMO_TOOLS
+
+if TYPE_CHECKING:
+    from .mcp import MCPServer
 
 __all__ = ["API_KEY_ENV", "DEFAULT_INSTRUCTIONS", "DEFAULT_MODEL", "build_parser", "cli_hints", "main"]
 
@@ -114,15 +120,20 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
         notes = _to_stderr("aerix: ") if args.json else printer.note
         with _CtrlC() as ctrl_c, _engine_notes(notes):
             prompt = _prompt(args.prompt) if args.command == "run" else ""
-            agent, owned = _setup(args, model, spinner)
             runner = asyncio.Runner()
+            servers = contextlib.AsyncExitStack()  # the --mcp servers, entered on the runner's loop
+            owned: Model | None = None
             try:
+                agent, owned = _setup(args, model, spinner, runner, servers)
                 if args.command == "run":
                     return _run(agent, prompt, printer, ctrl_c, runner, json=args.json)
                 return _chat(agent, printer, ctrl_c, runner, args)
             finally:
-                with ctrl_c.held():  # a Ctrl-C must not cut the engine's shutdown short
-                    _shutdown(runner, owned)
+                with ctrl_c.held():  # a Ctrl-C must not cut the servers' or the engine's shutdown short
+                    try:
+                        runner.run(servers.aclose())
+                    finally:
+                        _shutdown(runner, owned)
     except _Failure as exc:
         err.write(f"aerix: error: {exc.message}\n")
         return exc.code
@@ -168,9 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument(
         "--tools",
-        metavar="NAMES",
-        default=",".join(DEMO_TOOLS),
-        help=f"demo tools, comma-separated, or 'none' (default: {','.join(DEMO_TOOLS)})",
+        metavar="TOOLS",
+        action="append",
+        help="demo tools, comma-separated, or 'none'; your own: MODULE:FUNCTION, MODULE:* or "
+        f"path/to/file.py; repeatable (default: {','.join(DEMO_TOOLS)}, or none with --mcp)",
+    )
+    a.add_argument(
+        "--mcp",
+        metavar="SERVER",
+        action="append",
+        help="an MCP server's tools: a command line ('python server.py', or server.py) or a URL "
+        "(streamable HTTP), PREFIX= first to prefix its tools' names; repeatable (needs: pip install "
+        "'aerix[mcp]')",
     )
     a.add_argument(
         "--tool-choice",
@@ -313,8 +333,17 @@ def _options_error(exc: AerixError) -> _Failure:
     return _Failure(f"{flag}: {exc.message}" if flag else exc.message, 2)
 
 
-def _setup(args: argparse.Namespace, model: Model | None, spinner: Spinner) -> tuple[Agent, Model | None]:
-    """The agent the options describe, and the model if the command opened it (to close it)."""
+def _setup(
+    args: argparse.Namespace,
+    model: Model | None,
+    spinner: Spinner,
+    runner: asyncio.Runner,
+    servers: contextlib.AsyncExitStack,
+) -> tuple[Agent, Model | None]:
+    """The agent the options describe, and the model if the command opened it (to close it).
+
+    The `--mcp` servers are entered into `servers`, on `runner`'s loop, where the runs go.
+    """
     try:
         limits = Limits.of(
             {
@@ -330,8 +359,19 @@ def _setup(args: argparse.Namespace, model: Model | None, spinner: Spinner) -> t
         )
     except AerixError as exc:
         raise _options_error(exc) from None
-    tools = _pick_tools(args.tools)
+    try:
+        picked = pick_tools(args.tools, default=not args.mcp)
+        mcp = [(value, mcp_server(value)) for value in args.mcp or ()]
+    except Refused as exc:
+        raise _Failure(exc.message, exc.code) from None
     _check_model_flags(args)
+    for value, server in mcp:
+        picked += [(t, f"--mcp {value!r}") for t in _enter(server, runner, servers, spinner)]
+    try:
+        check_unique(picked)
+    except Refused as exc:
+        raise _Failure(exc.message, exc.code) from None
+    tools = [t for t, _ in picked]
     owned = None if model is not None else _open_model(args, spinner)
     engine = model if model is not None else owned
     assert engine is not None
@@ -364,16 +404,16 @@ def _setup(args: argparse.Namespace, model: Model | None, spinner: Spinner) -> t
     return agent, owned
 
 
-def _pick_tools(names: str) -> list[aerix.Tool]:
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    if wanted == ["none"]:
-        return []
-    unknown = [n for n in wanted if n not in DEMO_TOOLS]
-    if unknown:
-        raise _Failure(
-            f"--tools: unknown tool {unknown[0]!r}; the demo tools are {', '.join(DEMO_TOOLS)} (or 'none')", 2
-        )
-    return [DEMO_TOOLS[n] for n in dict.fromkeys(wanted)]
+def _enter(
+    server: MCPServer, runner: asyncio.Runner, servers: contextlib.AsyncExitStack, spinner: Spinner
+) -> tuple[aerix.Tool, ...]:
+    """Start an `--mcp` server (its handshake, its tool list) and keep it open until the command ends."""
+    try:
+        with spinner.running(f"starting the MCP server {server.name}…"):
+            runner.run(servers.enter_async_context(server))
+    except AerixError as exc:
+        raise _Failure(f"--mcp: {exc.message}", 1) from None
+    return server.tools
 
 
 def _check_model_flags(args: argparse.Namespace) -> None:

@@ -2,14 +2,16 @@
 
 Every run yields, in order, for each generation: `TextEvent`s, one
 `UsageEvent`, then either a `RetryEvent`, or a `TurnEvent` followed by a
-`CallEvent` and a `ResultEvent` per call; and ends with exactly one
-`FinalEvent` or `EndEvent`.
+`CallEvent` and a `ResultEvent` per call (with `concurrent_calls`, every
+`CallEvent` of the turn first, then the `ResultEvent`s, in call order); and
+ends with exactly one `FinalEvent` or `EndEvent`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -204,21 +206,77 @@ class RetryEvent:
         return {"type": self.type, "turn": self.turn, "reason": self.reason}
 
 
+class _Text:
+    """The default of `FinalEvent.output`: the text itself (an answer of type `str`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the text>"
+
+
+_TEXT: Any = _Text()
+
+
+def _typed(text: str, output: object) -> bool:
+    """Whether an answer is of a type other than `str`: its output is not its text.
+
+    (The text of a typed answer is the value's JSON, which never equals a string value.)
+    """
+    return not (isinstance(output, str) and output == text)
+
+
+def _plain(value: object) -> Any:
+    """`value` as plain JSON: dataclasses, Pydantic models and enums to their fields and values.
+
+    Args:
+        value: An answer converted to its type (`FinalEvent.output`).
+    """
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):  # a Pydantic model
+        return dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class FinalEvent:
     """The run's answer: one of the two endings."""
 
     type: Literal["final"] = field(default="final", init=False)
     text: str
-    """The answer."""
+    """The answer: for an agent whose `output` is not `str`, the value's JSON text."""
     thought: str | None = None
     """The final turn's thought, if it had one."""
+    output: Any = _TEXT
+    """The answer converted to the agent's `output` type: the text itself for `str`
+    (the default), else a value of that type (a dataclass, a list, an int, …)."""
 
-    __repr__ = _repr
+    def __post_init__(self) -> None:
+        if self.output is _TEXT:
+            object.__setattr__(self, "output", self.text)
+
+    def __repr__(self) -> str:
+        shown = f"text={_short(self.text)}, thought={_short(self.thought)}"
+        if _typed(self.text, self.output):
+            shown += f", output={_short(self.output)}"
+        return f"FinalEvent({shown})"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON."""
-        return {"type": self.type, "text": self.text, "thought": self.thought}
+        """Plain JSON; with `output` (as plain JSON) for an answer of a type other than `str`."""
+        out: dict[str, Any] = {"type": self.type, "text": self.text, "thought": self.thought}
+        if _typed(self.text, self.output):
+            out["output"] = _plain(self.output)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

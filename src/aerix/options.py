@@ -42,7 +42,7 @@ def _bad(message: str) -> AerixError:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Named bounds on a run. Each is a positive integer (`retries` may be 0)."""
+    """Named bounds on a run. Each is a positive integer (`retries` and `repeats` may be 0)."""
 
     turns: int = 8
     """Generations per run, retries and cut turns included."""
@@ -52,11 +52,15 @@ class Limits:
     """Tokens per generation."""
     result_chars: int = 4000
     """Characters of one tool result; the rest is cut, with a note."""
+    repeats: int = 1
+    """How many times one identical call (the same tool and input) may run again
+    within a run. A call past it does not run: its result says that it repeats an
+    earlier call and quotes that call's result, and the next generation may only answer."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            low = 0 if f.name == "retries" else 1
+            low = 0 if f.name in ("retries", "repeats") else 1
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _bad(f"limits.{f.name} must be an integer, got {value!r}")
             if value < low:

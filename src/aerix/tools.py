@@ -1,17 +1,20 @@
 """Tools: their definition, their input schema, the input check, and running them.
 
-A `Tool` is frozen: a name, a description, a flat map of `Field`s, a `run`
-function and the compiled JSON Schema of its input. `tool()` makes one from an
-explicit definition or from a typed, documented function.
+A `Tool` is frozen: a name, a description, a map of `Field`s, a `run`
+function and the compiled JSON Schema of its input. `tool()` makes one from
+explicit fields, from a JSON Schema (as MCP servers give it) or from a typed,
+documented function. The schema work itself lives in `_fields` (explicit
+fields), `_schema` (checking a JSON Schema), `_validate` (the input check) and
+`_annotations` (Python types as schemas).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import inspect
 import json
-import math
 import os
 import re
 import threading
@@ -22,9 +25,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from queue import SimpleQueue
-from typing import Any, Literal, TypeAlias, get_args, get_origin, overload
+from typing import Any, TypeAlias, overload
 
+from ._annotations import Converter, same, schema_of, unwrap
 from ._docstring import parse_docstring
+from ._fields import Field, FieldType, check_fields, field_of, fields_schema
+from ._schema import Validator, check_schema, compile_validator, short
 from .abort import AbortSignal
 from .errors import AerixError, describe
 
@@ -39,12 +45,7 @@ __all__ = [
     "tool",
 ]
 
-FieldType = Literal["string", "number", "integer", "boolean"]
-FIELD_TYPES: tuple[FieldType, ...] = ("string", "number", "integer", "boolean")
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-FIELD_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
-
-Scalar: TypeAlias = str | int | float | bool
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,43 +56,6 @@ class ToolContext:
     """Aborted when the run is aborted: a long tool should stop then."""
     call_id: str
     """The id of the call being run."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Field:
-    """One input field of a tool: a flat scalar.
-
-    Args:
-        type: `"string"`, `"number"`, `"integer"` or `"boolean"`.
-        description: What the model reads about the field.
-        required: Whether the model must send it.
-        enum: The only values allowed, all of the field's type.
-    """
-
-    type: FieldType
-    """The JSON type of the value."""
-    description: str | None = None
-    """Shown to the model, word for word."""
-    required: bool = False
-    """Whether the model must send this field."""
-    enum: tuple[Scalar, ...] | None = None
-    """The allowed values, if restricted."""
-
-    def __init__(
-        self,
-        type: FieldType,
-        description: str | None = None,
-        required: bool = False,
-        enum: typing.Iterable[Scalar] | None = None,
-    ) -> None:
-        object.__setattr__(self, "type", type)
-        object.__setattr__(self, "description", description)
-        object.__setattr__(self, "required", required)
-        if enum is not None and (
-            isinstance(enum, str | bytes | Mapping) or not isinstance(enum, typing.Iterable)
-        ):
-            raise AerixError("options", f"enum must be a list of values, got {enum!r}")
-        object.__setattr__(self, "enum", None if enum is None else tuple(enum))
 
 
 ToolRun: TypeAlias = Callable[..., Any]
@@ -106,100 +70,76 @@ class Tool:
     description: str
     """What the model reads about the tool."""
     input: Mapping[str, Field]
-    """The input fields by name; empty for a tool without input."""
+    """The input fields by name; empty for a tool without input, and for a tool made from a schema."""
     run: ToolRun
     """`run(input, cx)`, sync or async; its return value is the result."""
     schema: dict[str, Any] = field(repr=False)
-    """The JSON Schema of the input (`properties`, `required`, `additionalProperties: false`)."""
+    """The JSON Schema of the input: an object (for `tool(schema=...)`, the schema given)."""
     is_async: bool = field(default=False, repr=False)
     """Whether `run` is a coroutine function (awaited) rather than run on a worker thread."""
+    decoded: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """`schema` as decoded and checked: local `$ref`s inlined (`None`: `schema` itself)."""
+    validator: Validator | None = field(default=None, repr=False, compare=False)
+    """The input check, compiled from `decoded` once (`check_input` compiles it if `None`)."""
 
 
 def _bad(message: str) -> AerixError:
     return AerixError("options", message)
 
 
-def _is_type(value: object, ftype: FieldType) -> bool:
-    if ftype == "string":
-        return isinstance(value, str)
-    if ftype == "boolean":
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    if ftype == "integer":
-        return isinstance(value, int)
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-
-
-def _check_field(tool_name: str, name: object, spec: object) -> Field:
-    where = f"tool {tool_name!r}: field {name!r}"
-    if not isinstance(name, str) or not FIELD_NAME_PATTERN.match(name):
-        raise _bad(
-            f"tool {tool_name!r}: bad field name {name!r}; "
-            "use letters, digits, '_', '.', '-', starting with a letter or '_' (at most 64)"
-        )
-    if isinstance(spec, Mapping):
-        unknown = set(spec) - {"type", "description", "required", "enum"}
-        if unknown:
-            raise _bad(
-                f"{where}: unknown key(s) {sorted(unknown)}; allowed: type, description, required, enum"
-            )
-        if "type" not in spec:
-            raise _bad(f"{where}: missing 'type'; one of {', '.join(FIELD_TYPES)}")
-        spec = Field(spec["type"], spec.get("description"), spec.get("required", False), spec.get("enum"))
-    if not isinstance(spec, Field):
-        raise _bad(f"{where}: expected a Field or a dict, got {type(spec).__name__}")
-    if spec.type not in FIELD_TYPES:
-        raise _bad(f"{where}: bad type {spec.type!r}; one of {', '.join(FIELD_TYPES)} (inputs are flat)")
-    if spec.description is not None and not isinstance(spec.description, str):
-        raise _bad(f"{where}: description must be a string, got {type(spec.description).__name__}")
-    if not isinstance(spec.required, bool):
-        raise _bad(f"{where}: required must be True or False, got {spec.required!r}")
-    if spec.enum is not None:
-        if not spec.enum:
-            raise _bad(f"{where}: enum is empty; give at least one value or no enum")
-        for v in spec.enum:
-            if not _is_type(v, spec.type):
-                raise _bad(f"{where}: enum value {v!r} is not of type {spec.type!r}")
-        if len(set(spec.enum)) != len(spec.enum):
-            raise _bad(f"{where}: enum has duplicate values: {list(spec.enum)!r}")
-    return spec
-
-
-def _schema(fields: Mapping[str, Field]) -> dict[str, Any]:
-    properties: dict[str, Any] = {}
-    for name, f in fields.items():
-        prop: dict[str, Any] = {"type": f.type}
-        if f.enum is not None:
-            prop["enum"] = list(f.enum)
-        if f.description:
-            prop["description"] = f.description
-        properties[name] = prop
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": [n for n, f in fields.items() if f.required],
-        "additionalProperties": False,
-    }
-
-
-def _make(name: object, description: object, fields: object, run: object, is_async: bool) -> Tool:
+def _make(
+    name: object, description: object, fields: object, run: object, is_async: bool, schema: object = None
+) -> Tool:
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise _bad(f"bad tool name {name!r}; it must match ^[a-z][a-z0-9_]{{0,63}}$")
     if not isinstance(description, str):
         raise _bad(f"tool {name!r}: description must be a string, got {type(description).__name__}")
     if not callable(run):
         raise _bad(f"tool {name!r}: run must be callable, got {type(run).__name__}")
+    if schema is not None:
+        return _from_schema(name, description, schema, run, is_async)
     if not isinstance(fields, Mapping):
         raise _bad(f"tool {name!r}: input must be a dict of fields, got {type(fields).__name__}")
-    checked = {n: _check_field(name, n, spec) for n, spec in fields.items()}
+    checked = check_fields(f"tool {name!r}: field", fields)
+    schema = fields_schema(checked)
     return Tool(
         name=name,
         description=description,
         input=types.MappingProxyType(checked),
         run=run,
-        schema=_schema(checked),
+        schema=schema,
         is_async=is_async,
+        validator=compile_validator(schema),
+    )
+
+
+def _from_schema(
+    name: str,
+    description: str,
+    schema: object,
+    run: Callable[..., Any],
+    is_async: bool,
+    fields: object = None,
+) -> Tool:
+    """A tool whose input is a JSON Schema; `fields` describe it for `Tool.input` (`@tool` gives them)."""
+    where = f"tool {name!r}"
+    # what annotations give is decodable, but for a pydantic model's schema, which `schema_of` checked
+    checked = check_schema(schema, where=where, decodable=fields is None)
+    assert isinstance(schema, dict)  # check_schema made sure
+    if checked.get("type") != "object":
+        raise _bad(
+            f'{where}: the schema must be of an object, with "type": "object" at its root; '
+            f"got type {short(checked.get('type'))}"
+        )
+    return Tool(
+        name=name,
+        description=description,
+        input=types.MappingProxyType(dict(fields) if isinstance(fields, Mapping) else {}),
+        run=run,
+        schema=copy.deepcopy(schema) if fields is None else checked,
+        is_async=is_async,
+        decoded=checked,
+        validator=compile_validator(checked),
     )
 
 
@@ -223,46 +163,19 @@ def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
     return run, is_async
 
 
-_SCALARS: dict[Any, FieldType] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def _field_from_annotation(fn_name: str, param: str, ann: Any, has_default: bool) -> Field:
-    optional = has_default
-    origin = get_origin(ann)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in get_args(ann) if a is not type(None)]
-        if len(args) == 1 and len(get_args(ann)) == 2:
-            ann, optional = args[0], True
-            origin = get_origin(ann)
-    if ann in _SCALARS:
-        return Field(_SCALARS[ann], required=not optional)
-    if origin is Literal:
-        values = get_args(ann)
-        kinds = {_SCALARS.get(type(v)) for v in values}
-        if len(kinds) == 1 and None not in kinds:
-            (ftype,) = kinds
-            assert ftype is not None
-            return Field(ftype, required=not optional, enum=values)
-        raise _bad(
-            f"tool {fn_name!r}: parameter {param!r}: Literal values must all be of one type "
-            f"(str, int, float or bool), got {values!r}"
-        )
-    raise _bad(
-        f"tool {fn_name!r}: parameter {param!r} has annotation {ann!r}; "
-        "use str, int, float, bool, a Literal of one of them, or X | None (inputs are flat)"
-    )
-
-
 def _from_function(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     if not callable(fn):
         raise _bad(f"@tool expects a function, got {type(fn).__name__}")
     fn_name = name if name is not None else getattr(fn, "__name__", repr(fn))
     doc = parse_docstring(inspect.getdoc(fn))
     try:
-        hints = typing.get_type_hints(fn, include_extras=False)
+        hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:  # an unresolvable forward reference
         raise _bad(f"tool {fn_name!r}: cannot resolve the type hints: {exc}") from exc
-    fields: dict[str, Field] = {}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    converters: dict[str, Converter] = {}
+    absent: dict[str, None] = {}  # optional parameters without a default: they get None
     cx_param: str | None = None
     for p in inspect.signature(fn).parameters.values():
         ann = hints.get(p.name, inspect.Parameter.empty)
@@ -274,23 +187,57 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
         if ann is inspect.Parameter.empty:
             raise _bad(
                 f"tool {fn_name!r}: parameter {p.name!r} needs a type annotation "
-                "(str, int, float, bool or a Literal)"
+                "(str, int, float, bool, a Literal, list[T], a dataclass, ...)"
             )
-        f = _field_from_annotation(fn_name, p.name, ann, p.default is not p.empty)
-        fields[p.name] = Field(f.type, doc.params.get(p.name), f.required, f.enum)
+        inner, described, nullable = unwrap(ann)
+        schema, convert = schema_of(inner, where=f"tool {fn_name!r}: parameter {p.name!r}")
+        described = doc.params.get(p.name, described) if described is None else described
+        if described:
+            schema = {**schema, "description": described}
+        properties[p.name] = schema
+        if not nullable and p.default is p.empty:
+            required.append(p.name)
+        elif p.default is p.empty:
+            absent[p.name] = None
+        if convert is not same:
+            converters[p.name] = convert
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    fields = {n: field_of(s, n in required) for n, s in properties.items()}
     is_async = inspect.iscoroutinefunction(fn)
+    run = _caller(fn, cx_param, converters, absent, is_async)
+    summary = doc.description if description is None else description
+    made = _make(fn_name, summary, {}, run, is_async)  # checks the name, the description and run
+    return _from_schema(made.name, made.description, schema, run, is_async, fields)
+
+
+def _caller(
+    fn: Callable[..., Any],
+    cx_param: str | None,
+    converters: dict[str, Converter],
+    absent: dict[str, None],
+    is_async: bool,
+) -> Callable[..., Any]:
+    """`run(input, cx)` for a decorated function: the input converted, as keyword arguments."""
+    arguments: Converter = same
+    if converters or absent:
+
+        def arguments(input: dict[str, Any]) -> dict[str, Any]:
+            args = {**absent, **input}
+            for key, convert in converters.items():
+                if key in input:
+                    args[key] = convert(args[key])
+            return args
 
     if is_async:
 
         async def run_async(input: dict[str, Any], cx: ToolContext) -> Any:
-            return await (fn(**input, **{cx_param: cx}) if cx_param else fn(**input))
+            args = arguments(input)
+            return await (fn(**args, **{cx_param: cx}) if cx_param else fn(**args))
 
-        run: Callable[..., Any] = run_async
-    elif cx_param:
-        run = lambda input, cx: fn(**input, **{cx_param: cx})  # noqa: E731
-    else:
-        run = lambda input, cx: fn(**input)  # noqa: E731
-    return _make(fn_name, doc.description if description is None else description, fields, run, is_async)
+        return run_async
+    if cx_param:
+        return lambda input, cx: fn(**arguments(input), **{cx_param: cx})
+    return lambda input, cx: fn(**arguments(input))
 
 
 @overload
@@ -308,6 +255,8 @@ def tool(
     run: Callable[..., Any],
 ) -> Tool: ...
 @overload
+def tool(*, name: str, description: str = "", schema: Mapping[str, Any], run: Callable[..., Any]) -> Tool: ...
+@overload
 def tool(*, name: str, description: str = "", run: Callable[..., Any]) -> Tool: ...
 
 
@@ -318,17 +267,21 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input: Mapping[str, Field | Mapping[str, Any]] | None = None,
+    schema: Mapping[str, Any] | None = None,
     run: Callable[..., Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool, explicitly or from a typed, documented function.
 
     Explicit: `tool(name=..., description=..., input={...}, run=fn)`, where
-    `run(input, cx)` (or `run(input)`) gets the checked input dict. As a
-    decorator, `@tool` or `@tool(name=..., description=...)`, the fields come
-    from the parameters (`str`, `int`, `float`, `bool`, `Literal[...]`; a
-    default or `| None` makes a field optional) and the descriptions from the
-    docstring (Google, NumPy or reST). A parameter named `cx`, or annotated
-    `ToolContext`, receives the context.
+    `run(input, cx)` (or `run(input)`) gets the checked input dict; or
+    `schema={...}` instead of `input`: a JSON Schema of an object, as MCP
+    servers give it. As a decorator, `@tool` or `@tool(name=...,
+    description=...)`, the fields come from the parameters (scalars,
+    `Literal`, `Enum`, `list[T]`, `dict[str, T]`, `TypedDict`, dataclasses,
+    pydantic models, `Annotated[T, "text"]`; a default or `| None` makes a
+    field optional), `run` gets the values converted to the annotations, and
+    the descriptions come from the docstring (Google, NumPy or reST). A
+    parameter named `cx`, or annotated `ToolContext`, receives the context.
 
     Raises:
         AerixError: `kind="options"`, naming what is wrong in the definition.
@@ -342,14 +295,17 @@ def tool(
         ('add', ['a', 'b'], ['a', 'b'])
     """
     if fn is not None:
-        if name is not None or description is not None or input is not None or run is not None:
+        if any(x is not None for x in (name, description, input, schema, run)):
             raise _bad("tool(fn) takes no other arguments; use @tool(name=..., description=...)")
         return _from_function(fn, None, None)
-    if run is not None or input is not None:
+    if run is not None or input is not None or schema is not None:
         if run is None:
             raise _bad(f"tool {name!r}: missing run; pass run=fn, called as run(input, cx)")
+        if input is not None and schema is not None:
+            raise _bad(f"tool {name!r}: pass input (fields) or schema (a JSON Schema), not both")
         adapted, is_async = _explicit_run(run) if callable(run) else (run, False)
-        return _make(name, "" if description is None else description, input or {}, adapted, is_async)
+        about = "" if description is None else description
+        return _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
 
     def decorate(f: Callable[..., Any]) -> Tool:
         return _from_function(f, name, description)
@@ -358,59 +314,17 @@ def tool(
 
 
 def check_input(t: Tool, value: object) -> str | None:
-    """Check a call's input against the tool's fields.
+    """Check a call's input against the tool's whole schema.
 
     Returns:
-        `None` if the input is good, else what is wrong, in words.
+        `None` if the input is good, else the first thing wrong with its JSON
+        path: `input.items[2].qty: expected integer, got "3"`.
     """
-    if not isinstance(value, dict):
-        return f"input must be an object, got {_json_type(value)}"
-    fields = t.input
-    for key in value:
-        if key not in fields:
-            allowed = ", ".join(fields) or "none"
-            return f"unknown field {key!r} (fields: {allowed})"
-    for key, f in fields.items():
-        if key not in value:
-            if f.required:
-                return f"missing required field {key!r}"
-            continue
-        v = value[key]
-        if not _is_type(v, f.type):
-            return f"field {key!r} must be {_article(f.type)}, got {_json_type(v)} {_short(v)}"
-        if f.enum is not None and v not in f.enum:
-            return f"field {key!r} must be one of {json.dumps(list(f.enum))}, got {_short(v)}"
-    return None
-
-
-def _article(ftype: str) -> str:
-    return f"an {ftype}" if ftype == "integer" else f"a {ftype}"
-
-
-def _json_type(v: object) -> str:
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number" if math.isfinite(v) else "non-finite number"
-    if isinstance(v, str):
-        return "string"
-    if v is None:
-        return "null"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return type(v).__name__
-
-
-def _short(v: object, limit: int = 60) -> str:
-    try:
-        s = json.dumps(v, ensure_ascii=False)
-    except (TypeError, ValueError):
-        s = repr(v)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    validator = t.validator
+    if validator is None:
+        validator = compile_validator(t.schema if t.decoded is None else t.decoded)
+        object.__setattr__(t, "validator", validator)
+    return validator(value)
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode

@@ -8,11 +8,11 @@ Every turn is one JSON object: `{"calls": [{"tool": …, "input": {…}}]}` or
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .tools import Field, Tool
+from .tools import Tool
 
 __all__ = [
     "DECODED_CALLS",
@@ -21,13 +21,16 @@ __all__ = [
     "MAX_INTEGER",
     "MAX_THOUGHT",
     "RETRY_FINAL_CHARS",
+    "RETRY_ITEMS",
     "RETRY_MARGIN_TOKENS",
     "RETRY_STRING_CHARS",
     "BadTurn",
     "ParsedCall",
     "Turn",
+    "decoded_schema",
     "input_schema",
     "parse_turn",
+    "render_answer",
     "render_results",
     "render_retry",
     "render_system",
@@ -38,6 +41,12 @@ MAX_CALLS = 8
 """Calls of one turn that are kept; the rest are dropped."""
 MAX_THOUGHT = 600
 """Characters of a thought that are kept."""
+DECODED_CALLS = 1
+"""Calls per turn that the schema lets a model write by default
+(`Agent(calls_per_turn=...)` sets it, up to `MAX_CALLS`). A small model that may
+write several tends to repeat its first call until a limit stops it; one call
+a turn, with the results in between, is what it can do reliably."""
+
 
 CONTRACT = """\
 Answer every turn with one JSON object and nothing else. Either call tools:
@@ -53,39 +62,173 @@ Answer with one JSON object and nothing else:
 {"final":"<your answer>"}
 It may also have a short "thought" string."""
 
+_TEXT_FINAL = '{"final":"<your answer>"}'
+_TYPED_FINAL = '{"final":<your answer, a JSON value of the answer type below>}'
 
-def _field_line(name: str, f: Field) -> str:
-    parts = [f.type, "required" if f.required else "optional"]
-    if f.enum is not None:
-        parts.append("one of " + ", ".join(json.dumps(v) for v in f.enum))
-    line = f"  - {name} ({'; '.join(parts)})"
-    return f"{line}: {f.description}" if f.description else line
+
+def _contract(tools: bool, typed: bool, calls: int) -> str:
+    """The fixed statement of the contract, for an agent with or without tools, a typed answer
+    or text, and `calls` calls a turn at most."""
+    text = CONTRACT if tools else CONTRACT_NO_TOOLS
+    if typed:
+        text = text.replace(_TEXT_FINAL, _TYPED_FINAL)
+    if tools and calls > 1:
+        text = text.replace("Either object may", f"One turn may hold up to {calls} calls. Either object may")
+    return text
+
+
+def _types(schema: Mapping[str, Any]) -> list[str]:
+    """The JSON types a schema names (`type`, a string or a list), or those of its enum or const."""
+    t = schema.get("type")
+    if isinstance(t, str):
+        return [t]
+    if isinstance(t, list):
+        return [str(x) for x in t]
+    values = schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else []
+    return list(dict.fromkeys(_json_type(v) for v in values))
+
+
+def _json_type(v: object) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    return "string" if isinstance(v, str) else "array" if isinstance(v, list) else "object"
+
+
+_BOUNDS = (
+    ("minimum", "at least {}"),
+    ("exclusiveMinimum", "more than {}"),
+    ("maximum", "at most {}"),
+    ("exclusiveMaximum", "less than {}"),
+    ("minLength", "at least {} characters"),
+    ("maxLength", "at most {} characters"),
+    ("minItems", "at least {} items"),
+    ("maxItems", "at most {} items"),
+)
+
+
+def _notes(schema: Mapping[str, Any]) -> list[str]:
+    """What a schema says of its value beyond its type: enum, const, bounds, pattern, format, default."""
+    notes = []
+    if "enum" in schema:
+        notes.append("one of " + ", ".join(json.dumps(v) for v in schema["enum"]))
+    if "const" in schema:
+        notes.append(f"always {json.dumps(schema['const'])}")
+    for key, text in _BOUNDS:
+        if key in schema and not isinstance(schema[key], bool):
+            note = text.format(json.dumps(schema[key]))
+            notes.append(note[:-1] if schema[key] == 1 and note.endswith("s") else note)  # 1 item
+    if "pattern" in schema:
+        notes.append(f"matching {schema['pattern']}")
+    if "format" in schema:
+        notes.append(f"format {schema['format']}")
+    if "default" in schema:
+        notes.append(f"default {json.dumps(schema['default'])}")
+    return notes
+
+
+def _shape(schema: Mapping[str, Any], indent: str) -> tuple[str, list[str], list[str]]:
+    """How a value of `schema` reads: its kind (`string`, `array of object`, …), the notes on
+    it, and the lines of its sub-fields, indented by `indent`."""
+    kinds = _types(schema)
+    notes = _notes(schema)
+    lines: list[str] = []
+    options = schema.get("anyOf", schema.get("oneOf"))
+    if isinstance(options, list) and options:
+        shapes = [_shape(o, indent + "  ") for o in options if isinstance(o, Mapping)]
+        if all(not sub for _, _, sub in shapes):  # simple options: `string or null`
+            kinds += [k for k, _, _ in shapes]
+            notes += [n for _, ns, _ in shapes for n in ns if n not in notes]
+        else:
+            kinds.append(f"one of {len(shapes)} shapes")
+            for i, (kind, ns, sub) in enumerate(shapes, 1):
+                lines.append(f"{indent}- shape {i} ({'; '.join([kind, *ns])})")
+                lines += sub
+    items = schema.get("items")
+    if "array" in kinds and isinstance(items, Mapping):
+        kind, item_notes, lines_of_items = _shape(items, indent)
+        kinds[kinds.index("array")] = f"array of {kind}"
+        notes += [f"each {n}" for n in item_notes]
+        lines += lines_of_items
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and properties:
+        required = schema.get("required") or ()
+        for name, sub in properties.items():
+            lines += _field_lines(str(name), sub, name in required, indent)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            kind, _, sub_lines = _shape(extra, indent + "  ")
+            lines.append(f"{indent}- any other key ({kind})")
+            lines += sub_lines
+    elif isinstance(schema.get("additionalProperties"), Mapping) and "object" in kinds:
+        kind, value_notes, sub_lines = _shape(schema["additionalProperties"], indent)
+        kinds[kinds.index("object")] = f"object of any keys, each {kind}"
+        notes += [f"each {n}" for n in value_notes]
+        lines += sub_lines
+    unique = list(dict.fromkeys(kinds))
+    return " or ".join(unique) if unique else "any JSON value", notes, lines
+
+
+def _field_lines(name: str, schema: Mapping[str, Any], required: bool, indent: str) -> list[str]:
+    """One field as the system message lists it, then its sub-fields, indented two more."""
+    kind, notes, sub = _shape(schema, indent + "  ")
+    line = f"{indent}- {name} ({'; '.join([kind, 'required' if required else 'optional', *notes])})"
+    description = schema.get("description")
+    return [f"{line}: {description}" if description else line, *sub]
 
 
 def render_tool(t: Tool) -> str:
-    """One tool as the system message lists it."""
+    """One tool as the system message lists it: each field with its type, whether it is
+    required, its notes (enum, bounds, …) and description, sub-fields indented below it."""
     head = f"- {t.name}: {t.description}" if t.description else f"- {t.name}"
-    if not t.input:
+    schema = _input_of(t)
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and properties:
+        return "\n".join([head, "  input:", *_shape(schema, "  ")[2]])
+    if not (
+        isinstance(schema.get("additionalProperties"), Mapping) or "anyOf" in schema or "oneOf" in schema
+    ):
         return f"{head}\n  input: none"
-    return "\n".join([head, "  input:", *(_field_line(n, f) for n, f in t.input.items())])
+    kind, notes, sub = _shape(schema, "    ")  # keys of one type, or one of several shapes
+    return "\n".join([head, f"  input: {'; '.join([kind, *notes])}", *sub])
 
 
-def render_system(instructions: str, tools: Sequence[Tool]) -> str:
-    """The system message: the instructions, the contract, then the tools."""
+def render_answer(output: Mapping[str, Any]) -> str:
+    """The answer type's section of the system message: `final` as a field of that type."""
+    return "Answer type:\n" + "\n".join(_field_lines("final", output, True, ""))
+
+
+def render_system(
+    instructions: str,
+    tools: Sequence[Tool],
+    *,
+    output: Mapping[str, Any] | None = None,
+    calls_per_turn: int = DECODED_CALLS,
+) -> str:
+    """The system message: the instructions, the contract, then the tools.
+
+    Args:
+        instructions: The start of the message.
+        tools: The agent's tools.
+        output: The JSON Schema of a typed answer; `None` for text (`str`). The
+            message then ends with the answer type, rendered as the tools' fields.
+        calls_per_turn: The most calls one turn may hold (said when above 1).
+    """
     parts = [instructions.strip()] if instructions.strip() else []
+    parts.append(_contract(bool(tools), output is not None, calls_per_turn))
     if tools:
-        parts += [CONTRACT, "Tools:\n" + "\n".join(render_tool(t) for t in tools)]
-    else:
-        parts.append(CONTRACT_NO_TOOLS)
+        parts.append("Tools:\n" + "\n".join(render_tool(t) for t in tools))
+    if output is not None:
+        parts.append(render_answer(output))
     return "\n\n".join(parts)
 
 
 _THOUGHT = {"type": "string", "maxLength": MAX_THOUGHT}
-
-DECODED_CALLS = 1
-"""Calls per turn that the schema lets a model write. A small model that may
-write several tends to repeat its first call until a limit stops it; one call
-a turn, with the results in between, is what it can do reliably."""
 
 FRACTION_DIGITS = 6
 """Digits after the point that a retry's schema allows in a `number` value."""
@@ -94,6 +237,8 @@ MAX_INTEGER = 2**53 - 1
 retry's `number` value): the largest integer a double holds exactly."""
 RETRY_STRING_CHARS = 100
 """Characters that a retry's schema allows in a `string` input value."""
+RETRY_ITEMS = 8
+"""Items that a retry's schema allows in an array (unless its `minItems` asks for more)."""
 RETRY_FINAL_CHARS = 400
 """Characters that a retry's schema allows in a final answer."""
 RETRY_MARGIN_TOKENS = 16
@@ -101,30 +246,67 @@ RETRY_MARGIN_TOKENS = 16
 
 
 def input_schema(t: Tool, *, bounded: bool = False) -> dict[str, Any]:
-    """The schema of a call's input as decoded: `t.schema`, required fields first,
-    integers bounded.
+    """The schema of a call's input as decoded: the tool's schema (its `$ref`s inlined), with
+    `decoded_schema`'s changes."""
+    return decoded_schema(_input_of(t), bounded=bounded)
 
-    Required fields come first, so that every required value is written before
-    the model is offered any optional one. Integers are bounded by
-    `MAX_INTEGER` (at most 16 digits). Numbers and strings stay free, exponents
-    included (`8.854e-12`), unless `bounded`: a small model can write digits
-    (`0.0000…`, `3.3333…`) or text until `max_tokens` cuts the turn, so the
-    retry of a cut turn allows at most `FRACTION_DIGITS` digits after the point
-    and no exponent, and at most `RETRY_STRING_CHARS` characters in a string.
+
+def _input_of(t: Tool) -> dict[str, Any]:
+    """A tool's input schema, its `$ref`s inlined (`Tool.decoded`)."""
+    return t.decoded if t.decoded is not None else t.schema
+
+
+def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[str, Any]:
+    """A value's schema as decoded: required fields first, integers bounded, at every depth.
+
+    In every object, required fields come first, so that every required value is
+    written before the model is offered any optional one. Integers are bounded
+    by `MAX_INTEGER` (at most 16 digits). Numbers and strings stay free,
+    exponents included (`8.854e-12`), unless `bounded`: a small model can write
+    digits (`0.0000…`, `3.3333…`), text or items until `max_tokens` cuts the
+    turn, so the retry of a cut turn allows at most `FRACTION_DIGITS` digits
+    after the point and no exponent, at most `RETRY_STRING_CHARS` characters in
+    a string (one without a pattern or format) and at most `RETRY_ITEMS` items
+    in an array, where the schema allows that many. Enums and consts are bound
+    already. An object whose schema names its keys but leaves
+    `additionalProperties` out (as MCP servers' schemas do) is decoded with the
+    keys it names only: a small model invents keys otherwise (`"date":
+    {"date": …`) until `max_tokens`; the input check still takes the schema as
+    given. The schema itself is left untouched.
     """
-    order = [n for n, f in t.input.items() if f.required] + [n for n, f in t.input.items() if not f.required]
-    properties: dict[str, Any] = {}
-    for name in order:
-        f = t.input[name]
-        prop = dict(t.schema["properties"][name])
-        if f.enum is None and (f.type == "integer" or (f.type == "number" and bounded)):
-            prop["minimum"], prop["maximum"] = -MAX_INTEGER, MAX_INTEGER
-            if f.type == "number":
-                prop["multipleOf"] = 10.0**-FRACTION_DIGITS
-        if f.enum is None and f.type == "string" and bounded:
-            prop["maxLength"] = RETRY_STRING_CHARS
-        properties[name] = prop
-    return {**t.schema, "properties": properties}
+    out = dict(schema)
+    kinds = _types(schema) if "type" in schema else []
+    free = "enum" not in schema and "const" not in schema
+    if free and ("integer" in kinds or ("number" in kinds and bounded)):
+        out["minimum"] = max(out.get("minimum", -MAX_INTEGER), -MAX_INTEGER)
+        out["maximum"] = min(out.get("maximum", MAX_INTEGER), MAX_INTEGER)
+        if "number" in kinds and "integer" not in kinds:
+            out.setdefault("multipleOf", 10.0**-FRACTION_DIGITS)
+    if bounded and free and "string" in kinds and "pattern" not in schema and "format" not in schema:
+        _cap(out, "minLength", "maxLength", RETRY_STRING_CHARS)
+    if bounded and "array" in kinds:
+        _cap(out, "minItems", "maxItems", RETRY_ITEMS)
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        required = schema.get("required") or ()
+        order = [n for n in properties if n in required] + [n for n in properties if n not in required]
+        out["properties"] = {n: decoded_schema(properties[n], bounded=bounded) for n in order}
+        out.setdefault("additionalProperties", False)
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), Mapping):
+            out[key] = decoded_schema(schema[key], bounded=bounded)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            out[key] = [
+                decoded_schema(o, bounded=bounded) if isinstance(o, Mapping) else o for o in schema[key]
+            ]
+    return out
+
+
+def _cap(schema: dict[str, Any], low: str, high: str, most: int) -> None:
+    """Lower `schema[high]` to `most`, unless `schema[low]` asks for more."""
+    if schema.get(low, 0) <= most:
+        schema[high] = min(schema.get(high, most), most)
 
 
 def _call_schema(t: Tool, bounded: bool) -> dict[str, Any]:
@@ -154,11 +336,24 @@ def calls_shape(
     return {"type": "object", "properties": properties, "required": ["calls"], "additionalProperties": False}
 
 
-def final_shape(*, thought: bool = True, max_length: int | None = None) -> dict[str, Any]:
-    """The final shape of a turn; the thought, if any, after the answer."""
-    final: dict[str, Any] = {"type": "string"}
-    if max_length is not None:
-        final["maxLength"] = max_length
+def final_shape(
+    *, thought: bool = True, max_length: int | None = None, output: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The final shape of a turn; the thought, if any, after the answer.
+
+    Args:
+        thought: Allow a thought.
+        max_length: The most characters of a text answer.
+        output: The schema of a typed answer (decoded as `decoded_schema` does,
+            bounded when `max_length` is set); `None` for text.
+    """
+    final: dict[str, Any]
+    if output is not None:
+        final = decoded_schema(output, bounded=max_length is not None)
+    else:
+        final = {"type": "string"}
+        if max_length is not None:
+            final["maxLength"] = max_length
     properties: dict[str, Any] = {"final": final}
     if thought:
         properties["thought"] = _THOUGHT
@@ -166,38 +361,48 @@ def final_shape(*, thought: bool = True, max_length: int | None = None) -> dict[
 
 
 def turn_schema(
-    tools: Sequence[Tool], tool_choice: str = "auto", *, short: bool = False, max_tokens: int | None = None
+    tools: Sequence[Tool],
+    tool_choice: str = "auto",
+    *,
+    short: bool = False,
+    max_tokens: int | None = None,
+    calls_per_turn: int = DECODED_CALLS,
+    output: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of one turn: the calls shape, the final shape, or both.
 
-    A turn decoded under it has at most `DECODED_CALLS` calls (parsing keeps up
-    to `MAX_CALLS`, for models decoded without it), numbers of bounded length,
-    and any thought after the calls or the answer, never before.
+    A turn decoded under it has at most `calls_per_turn` calls (parsing keeps
+    up to `MAX_CALLS`, for models decoded without it), numbers of bounded
+    length, and any thought after the calls or the answer, never before.
 
     Args:
         tools: The agent's tools; with none, only a final is possible.
         tool_choice: `"auto"` (either shape), `"required"` (calls only),
             `"none"` (final only) or a tool's name (calls of that tool only).
-        short: The schema of a retry after a cut turn: no thought, bounded
-            numbers and strings (see `input_schema`) and a final of at most
-            `RETRY_FINAL_CHARS`, so that the turn closes.
+        short: The schema of a retry after a cut turn: no thought, one call,
+            bounded numbers, strings and arrays (see `decoded_schema`) and a
+            text final of at most `RETRY_FINAL_CHARS`, so that the turn closes.
         max_tokens: The generation's token limit: a short final also stays
             `RETRY_MARGIN_TOKENS` under it (a token may be one character).
+        calls_per_turn: The calls shape's `maxItems`, 1 to `MAX_CALLS`.
+        output: The JSON Schema of a typed answer: the final shape is then
+            `{"final": <a value of it>}`; `None` (the default) for text.
     """
     thought = not short
     length = RETRY_FINAL_CHARS
     if max_tokens is not None:
         length = max(1, min(length, max_tokens - RETRY_MARGIN_TOKENS))
-    final = final_shape(thought=thought, max_length=length if short else None)
+    final = final_shape(thought=thought, max_length=length if short else None, output=output)
+    most = 1 if short else calls_per_turn
     if tool_choice == "none" or not tools:
         shapes = [final]
     elif tool_choice == "auto":
-        shapes = [calls_shape(tools, thought=thought, bounded=short), final]
+        shapes = [calls_shape(tools, max_calls=most, thought=thought, bounded=short), final]
     elif tool_choice == "required":
-        shapes = [calls_shape(tools, thought=thought, bounded=short)]
+        shapes = [calls_shape(tools, max_calls=most, thought=thought, bounded=short)]
     else:
         chosen = [t for t in tools if t.name == tool_choice]
-        shapes = [calls_shape(chosen, thought=thought, bounded=short)]
+        shapes = [calls_shape(chosen, max_calls=most, thought=thought, bounded=short)]
     return {"anyOf": shapes}
 
 
@@ -215,9 +420,13 @@ class Turn:
 
     calls: tuple[ParsedCall, ...] = ()
     final: str | None = None
+    """The final's text: the string, or for a typed answer the value's JSON text."""
     thought: str | None = None
     dropped: int = 0
     """Calls beyond `MAX_CALLS` that were dropped."""
+    value: Any = None
+    """The final's value: the string, or for a typed answer the JSON value as parsed (then
+    the agent checks it against the answer type and converts it)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -230,13 +439,17 @@ class BadTurn:
 _SHAPES = 'expected {"calls":[...]} or {"final":"..."}'
 
 
-def parse_turn(text: str, tools: Sequence[Tool], tool_choice: str = "auto") -> Turn | BadTurn:
+def parse_turn(
+    text: str, tools: Sequence[Tool], tool_choice: str = "auto", *, typed: bool = False
+) -> Turn | BadTurn:
     """Parse a turn's text; never raises.
 
     Args:
         text: The generated text.
         tools: The agent's tools (unknown tools are refused).
         tool_choice: Which shapes this turn may take (see `turn_schema`).
+        typed: The answer is typed: a final may be any JSON value (the agent
+            checks it against the answer type), not only a string.
     """
     try:
         obj = json.loads(text)
@@ -253,11 +466,18 @@ def parse_turn(text: str, tools: Sequence[Tool], tool_choice: str = "auto") -> T
     thought = None if thought is None else thought[:MAX_THOUGHT]
     only_final = tool_choice == "none" or not tools
     if "final" in obj:
-        if not isinstance(obj["final"], str):
+        value = obj["final"]
+        if not typed and not isinstance(value, str):
             return BadTurn(reason='"final" must be a string')
         if tool_choice not in ("auto", "none") and tools:
             return BadTurn(reason="this turn must call a tool, not answer")
-        return Turn(final=obj["final"], thought=thought)
+        if not typed:
+            return Turn(final=value, thought=thought, value=value)
+        try:
+            final = json.dumps(value, ensure_ascii=False)
+        except (ValueError, RecursionError) as exc:
+            return BadTurn(reason=f'"final" cannot be read back as JSON ({_json_error(exc)})')
+        return Turn(final=final, thought=thought, value=value)
     if only_final:
         return BadTurn(reason='this turn must be a final answer: {"final":"..."}')
     raw = obj["calls"]

@@ -1,4 +1,5 @@
-"""Dates in a field's format (`aerix.engines.llamacpp.rules._dates`): pure, no model needed."""
+"""Dates in a field's format (`aerix.engines.llamacpp.rules._dates`, and `dated` of the
+value rules, which writes them): pure, no model needed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from datetime import date
 
 import pytest
 
-from aerix.engines.llamacpp.rules._dates import date_format, find_dates
+from aerix.engines.llamacpp.rules import ValueBias, value_bias
+from aerix.engines.llamacpp.rules._dates import Found, date_format, day_first, find_dates
 
 
 @pytest.mark.parametrize(
@@ -48,8 +50,12 @@ def test_a_date_format_is_read_from_a_description(description: str, fmt: str | N
         ),
         ("in May 5 times", []),
         ("London 2022/08/16?", [("2022/08/16", date(2022, 8, 16))]),
-        ("born 01-02-1980", [("01-02-1980", date(1980, 1, 2))]),  # month first
         ("born 16.08.1980", [("16.08.1980", date(1980, 8, 16))]),  # 16 is no month
+        ("born 08/16/1980", [("08/16/1980", date(1980, 8, 16))]),  # nor here
+        ("on 04/04/2025", [("04/04/2025", date(2025, 4, 4))]),  # either way the same day
+        ("on 2025-03-04", [("2025-03-04", date(2025, 3, 4))]),  # ISO: year, month, day
+        ("on 3 April 2025", [("3 April 2025", date(2025, 4, 3))]),
+        ("on 13/13/2025", []),  # no reading is a date
         (
             "Sept 9, 2021 and Dec. 25, 2021",
             [("Sept 9, 2021", date(2021, 9, 9)), ("Dec. 25, 2021", date(2021, 12, 25))],
@@ -62,4 +68,130 @@ def test_a_date_format_is_read_from_a_description(description: str, fmt: str | N
     ],
 )
 def test_whole_dates_are_found_in_words_and_digits(text: str, found: list[tuple[str, date]]) -> None:
-    assert [(text[f.start : f.end], f.date) for f in find_dates(text)] == found
+    assert [(text[f.start : f.end], f.readings) for f in find_dates(text)] == [(t, (d,)) for t, d in found]
+
+
+@pytest.mark.parametrize(
+    ("text", "month_first", "day_first_"),
+    [
+        ("born 01-02-1980", date(1980, 1, 2), date(1980, 2, 1)),
+        ("on 03/04/2025", date(2025, 3, 4), date(2025, 4, 3)),
+        ("on 12.11.2024", date(2024, 12, 11), date(2024, 11, 12)),
+    ],
+)
+def test_a_date_whose_day_and_month_could_be_either_has_both_readings(
+    text: str, month_first: date, day_first_: date
+) -> None:
+    [found] = find_dates(text)
+    assert found.readings == (month_first, day_first_)
+    assert found.read(day_first=False) == month_first
+    assert found.read(day_first=True) == day_first_
+    assert found.read(day_first=None) is None  # the order is not known: no reading
+    assert found.year == month_first.year
+
+
+def test_a_date_with_one_reading_reads_it_in_any_order() -> None:
+    found = Found(0, 10, (date(2025, 3, 25),))
+    assert [found.read(o) for o in (True, False, None)] == [date(2025, 3, 25)] * 3
+
+
+@pytest.mark.parametrize(
+    ("fmt", "first"),
+    [
+        ("%d/%m/%Y", True),
+        ("%d.%m.%y", True),
+        ("%m-%d-%Y", False),
+        ("%m/%d/%y", False),
+        ("%Y-%m-%d", None),  # the year first: says nothing of "03/04/2025"
+        ("%Y/%d/%m", None),
+        ("%m-%Y", None),  # no day
+        ("%d-%m", None),  # no year
+        ("", None),
+    ],
+)
+def test_a_formats_order_of_day_and_month_is_known_only_with_the_year_last(
+    fmt: str, first: bool | None
+) -> None:
+    assert day_first(fmt) is first
+
+
+# -- a date written in its field's format means what the user said -------------------
+
+
+def dated(description: str, source: str, value: str) -> str | None:
+    """What the value rules write in a string field of `description` whose value the model
+    starts with `value` (then a closing quote), the user's message being `source`."""
+    schema = {
+        "type": "object",
+        "properties": {"day": {"type": "string", "description": description}},
+        "required": ["day"],
+    }
+    bias = value_bias(schema, source, copy=2.5, close=0.0, piece=lambda _: "", check_optional=False)
+    bias.feed(b'{"calls":[{"tool":"t","input":{"day":"')
+    assert bias.starts_date()
+    return bias.dated(value + '"}')
+
+
+DAY_FIRST = "The date in dd/mm/yyyy format."
+MONTH_FIRST = "The date, MM-DD-YYYY."
+ISO = "The date. Format: yyyy-mm-dd."
+
+
+@pytest.mark.parametrize(
+    ("description", "source", "value", "written"),
+    [
+        # both numbers could be the month: the field's format gives the order
+        (DAY_FIRST, "Book it for 03/04/2025.", "03/04/2025", None),  # copied: kept
+        (DAY_FIRST, "Book it for 03/04/2025.", "04/03/2025", "03/04/2025"),
+        (DAY_FIRST, "Book it for 03/04/2025.", "2025-04-03", "03/04/2025"),
+        (DAY_FIRST, "Book it for 03/04/2025.", "2025-03-04", "03/04/2025"),
+        (DAY_FIRST, "Book it for 03-04-2025.", "03-04-2025", "03/04/2025"),  # the field's separator
+        ("Use format 'dd.mm.yy'.", "Book it for 03/04/2025.", "03/04/2025", "03.04.25"),
+        (MONTH_FIRST, "Book it for 03/04/2025.", "03/04/2025", "03-04-2025"),
+        (MONTH_FIRST, "Book it for 03/04/2025.", "04-03-2025", "03-04-2025"),
+        ("The date (month-day-year).", "Book it for 03/04/2025.", "04-03-2025", "03-04-2025"),
+        # a format that does not tell the order: the date as the user wrote it
+        (ISO, "Book it for 03/04/2025.", "03/04/2025", None),
+        (ISO, "Book it for 03/04/2025.", "2025-03-04", "03/04/2025"),
+        (ISO, "Book it for 03/04/2025.", "2025-04-03", "03/04/2025"),
+        ("A date, e.g. 2022-04-28.", "Book it for 11.12.2025.", "2025-12-11", "11.12.2025"),
+        # one reading only: read the only way it can be, in any field
+        (DAY_FIRST, "Book it for 25/03/2025.", "25/03/2025", None),
+        (DAY_FIRST, "Book it for 03/25/2025.", "03/25/2025", "25/03/2025"),
+        (MONTH_FIRST, "Book it for 25/03/2025.", "25/03/2025", "03-25-2025"),
+        (ISO, "Book it for 25/03/2025.", "25/03/2025", "2025-03-25"),
+        (ISO, "Book it for 03/25/2025.", "03/25/2025", "2025-03-25"),
+        (DAY_FIRST, "Book it for 04/04/2025.", "2025-04-04", "04/04/2025"),  # the same day either way
+        # ISO dates and dates in words are never ambiguous
+        (DAY_FIRST, "Book it for 2025-03-04.", "2025-03-04", "04/03/2025"),
+        (MONTH_FIRST, "Book it for 2025-03-04.", "2025-03-04", "03-04-2025"),
+        (ISO, "Book it for 2025-03-04.", "2025-03-04", None),
+        (DAY_FIRST, "Book it for 3 April 2025.", "3 April 2025", "03/04/2025"),
+        (DAY_FIRST, "Book it for April 3rd, 2025.", "April 3rd, 2025", "03/04/2025"),
+        (MONTH_FIRST, "Book it for 3 April 2025.", "3 April 2025", "04-03-2025"),
+        (ISO, "Book it for the 4th of March 2025.", "4th of March 2025", "2025-03-04"),
+        (DAY_FIRST, "Book it for March 4, 2025.", "04/03/2025", None),  # the model wrote it already
+    ],
+)
+def test_a_date_is_written_in_its_fields_format_and_keeps_its_meaning(
+    description: str, source: str, value: str, written: str | None
+) -> None:
+    assert dated(description, source, value) == written
+
+
+@pytest.mark.parametrize("fmt", ["%d/%m/%Y", "%m/%d/%Y", "%d.%m.%Y", "%m-%d-%Y", "%Y-%m-%d"])
+@pytest.mark.parametrize("user", ["03/04/2025", "11-12-2024", "25/03/2025", "03/25/2025", "2025-03-04"])
+def test_no_date_is_reinterpreted(fmt: str, user: str) -> None:
+    """Whatever date the model starts, the one written is the user's own date in the
+    field's format, or the user's own text where that format cannot say which it is."""
+    [given] = find_dates(user)
+    meant = given.read(day_first(fmt))
+    for value in ["2025", user, *(d.strftime(fmt) for d in given.readings), "2021-01-01"]:
+        bias = ValueBias(f"on {user} please", copy=1.0, close=0.0, piece=str, date_formats={"day": fmt})
+        bias.feed(b'{"calls":[{"tool":"t","input":{"day":"')
+        written = bias.dated(value + '"') or value  # None: the model's value stays
+        if meant is None:
+            assert written == user, (value, written)
+        else:
+            [back] = find_dates(written)
+            assert back.read(day_first(fmt)) == meant, (value, written)

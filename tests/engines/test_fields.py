@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from aerix.engines.llamacpp.rules._fields import constants, fields, number_siblings, object_keys, string_series
+from aerix.engines.llamacpp.rules._fields import (
+    constants,
+    fields,
+    number_siblings,
+    object_keys,
+    string_series,
+)
 
 
 def test_the_fields_of_a_schema_are_found_by_type_at_any_depth() -> None:

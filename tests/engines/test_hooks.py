@@ -60,8 +60,17 @@ def step(written: str, lookahead: FakeLookahead | None = None, *, temperature: f
 
 
 def test_the_hooks_follow_the_options() -> None:
-    names = [type(h).__name__ for h in default_hooks(copy_bias=2.5, close_bias=2, string_choices=3, check_optional=True)]
-    assert names == ["ValueNudges", "StringChoices", "OptionalFieldCheck", "DecodedAhead", "OptionalFieldOffer"]
+    names = [
+        type(h).__name__
+        for h in default_hooks(copy_bias=2.5, close_bias=2, string_choices=3, check_optional=True)
+    ]
+    assert names == [
+        "ValueNudges",
+        "StringChoices",
+        "OptionalFieldCheck",
+        "DecodedAhead",
+        "OptionalFieldOffer",
+    ]
     assert default_hooks(copy_bias=0, close_bias=0, string_choices=1, check_optional=False) == ()
     only_close = default_hooks(copy_bias=0, close_bias=2, string_choices=1, check_optional=False)
     assert [type(h).__name__ for h in only_close] == ["ValueNudges"]  # nothing is decoded ahead
@@ -147,7 +156,12 @@ CITY = {
     "required": ["city"],
     "additionalProperties": False,
 }
-SCHEMA = {"type": "object", "properties": {"input": CITY}, "required": ["input"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"input": CITY},
+    "required": ["input"],
+    "additionalProperties": False,
+}
 """Nested as a tool's input is (the rules act from depth 2 on)."""
 
 

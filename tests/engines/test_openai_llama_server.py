@@ -36,7 +36,7 @@ import httpx
 import aerix
 from aerix import Agent, Limits, tool
 from aerix.engines.openai import EngineError, OpenAICompatible
-from aerix.events import EndEvent, FinalEvent, UsageEvent
+from aerix.events import EndEvent, FinalEvent, ResultEvent, UsageEvent
 from aerix.model import ChatMessage
 from aerix.turn import turn_schema
 
@@ -215,8 +215,17 @@ async def test_agent_run_ends_with_a_named_outcome_and_every_request_carries_the
         assert endings[0].reason in ("turns", "retries")  # a named limit, not an engine error
     usages = [ev for ev in events if isinstance(ev, UsageEvent)]
     assert bodies and len(bodies) == len(usages)  # one request per generation
-    schema = turn_schema([weather])
-    for body in bodies:
+    # Every generation may call or answer, but the one after a refused repeat
+    # (limits.repeats), which may only answer.
+    answer_only: set[int] = set()
+    generation = 0
+    for ev in events:
+        if isinstance(ev, UsageEvent):
+            generation += 1
+        elif isinstance(ev, ResultEvent) and ev.error and "repeats" in ev.text:
+            answer_only.add(generation)  # the next request's index (0-based) is this count
+    for k, body in enumerate(bodies):
+        schema = turn_schema([weather], "none" if k in answer_only else "auto")
         assert body["response_format"] == {"type": "json_object", "schema": schema}
         assert body["max_tokens"] == 128
         assert body["messages"][0]["role"] == "system"

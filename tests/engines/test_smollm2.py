@@ -14,9 +14,9 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
 
 from aerix.abort import AbortController
 from aerix.engines import LlamaCpp
+from aerix.engines._load import load
 from aerix.engines.llamacpp import rules
 from aerix.engines.llamacpp.rules import _bias
-from aerix.engines._load import load
 from aerix.model import ChatMessage, Delta
 
 pytestmark = pytest.mark.slow

@@ -232,6 +232,9 @@ def test_numbers_written_as_words_are_found_where_number_text_puts_them() -> Non
         ("A vintage Super Mario Bros. game", ["Super Mario Bros."]),
         ("a paper by Albert Einstein's team", ["Albert Einstein"]),
         ("the King of France. Paris", ["King of France"]),
+        # words split by a line break or a tab, at a sentence's start (a retry's text starts so)
+        ("Turn cut.\nRetry Now\tPlease Hold", ["Now\tPlease Hold"]),
+        ("Hello\nWorld", []),
     ],
 )
 def test_names_of_capitalised_words_are_found(source: str, names: list[str]) -> None:

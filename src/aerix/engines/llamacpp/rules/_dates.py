@@ -3,7 +3,13 @@ the dates a request gives in words or digits, and writing a date in that format.
 
 A tool whose `date` field says "Format: yyyy-mm-dd" gets "March 11, 2022" from
 a user; a small model copies it as written. These pure functions let the
-engine write `2022-03-11` instead (`Found.date.strftime(date_format(...))`).
+engine write `2022-03-11` instead (`Found.read(...).strftime(date_format(...))`).
+
+No date is ever read in an order the messages do not give: an all-digit date
+whose first two numbers could each be the day or the month ("03/04/2025") has
+two readings, and only a field's own format picks one (`day_first`): day first
+for `dd/mm/yyyy`, month first for `mm-dd-yyyy`; a format that does not tell
+(`yyyy-mm-dd`) picks none, and the date is kept as the user wrote it.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-__all__ = ["Found", "date_format", "find_dates"]
+__all__ = ["Found", "date_format", "day_first", "find_dates"]
 
 _MONTHS = {
     name: n
@@ -73,11 +79,27 @@ _CODES = {
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A date the messages give: where its text starts and ends, and the date."""
+    """A date the messages give: where its text starts and ends, and how it reads."""
 
     start: int
     end: int
-    date: date
+    readings: tuple[date, ...]
+    """The date: its one reading, or two for an all-digit date whose first two numbers
+    could each be the day or the month ("03/04/2025": 4 March month first, then
+    3 April day first)."""
+
+    @property
+    def year(self) -> int:
+        """The date's year, the same in every reading."""
+        return self.readings[0].year
+
+    def read(self, day_first: bool | None) -> date | None:
+        """The date in the order `day_first` gives when it has two readings (the day first:
+        `True`, the month first: `False`), its only reading when it has one; `None`
+        when it has two and the order is not known (`day_first` is `None`)."""
+        if len(self.readings) == 1:
+            return self.readings[0]
+        return None if day_first is None else self.readings[1 if day_first else 0]
 
 
 def date_format(description: str) -> str | None:
@@ -96,13 +118,28 @@ def date_format(description: str) -> str | None:
     return "%Y-%m-%d" if _EXAMPLE.search(description) else None
 
 
+def day_first(fmt: str) -> bool | None:
+    """Whether `strftime` format `fmt` writes the day before the month with the year last:
+    `True` for `%d/%m/%Y`, `False` for `%m-%d-%Y`; `None` when it does not tell in
+    which order a user's day and month come (`%Y-%m-%d`: the year first)."""
+    at = {code: fmt.find(code) for code in ("%d", "%m")}
+    year = max(fmt.find("%Y"), fmt.find("%y"))
+    if min(at.values()) < 0 or year < max(at.values()):
+        return None
+    return at["%d"] < at["%m"]
+
+
 def find_dates(text: str) -> list[Found]:
     """The whole dates (day, month and year) that `text` gives, in words or digits, in order.
 
-    All-digit dates with the year last are read month first (03-11-2022 is
-    March 11) unless the first number cannot be a month (16/08/2022). A day
-    and month in words with no year take the year of the last whole date
-    before them ("from 2023 April 4th to April 8th").
+    An all-digit date with the year first is read year, month, day (2022-03-11).
+    One with the year last is read the only way it can be when one of its first
+    two numbers cannot be a month (16/08/2022, 08/16/2022), or when both readings
+    are the same day (04/04/2022); else it has both readings, month first then
+    day first (03/11/2022: 11 March or 3 November), and is read in neither until
+    a field's format tells the order (`Found.read`). A day and month in words
+    with no year take the year of the last whole date before them ("from 2023
+    April 4th to April 8th").
     """
     found: dict[int, Found] = {}
     for pattern in _DATES:
@@ -110,17 +147,25 @@ def find_dates(text: str) -> list[Found]:
             if any(f.start <= m.start() < f.end for f in found.values()):
                 continue
             parts = m.groupdict()
+            year = int(parts["year"])
             if parts.get("first"):
                 first, second = int(parts["first"]), int(parts["second"])
-                month, day = (second, first) if first > 12 else (first, second)
+                orders = [(first, second), (second, first)]  # (month, day): month first, then day first
             else:
                 raw = parts["month"]
-                month = int(raw) if raw.isdigit() else _MONTHS[raw.lower().rstrip(".")]
-                day = int(parts["day"])
-            try:
-                found[m.start()] = Found(m.start(), m.end(), date(int(parts["year"]), month, day))
-            except ValueError:
-                continue  # not a date: February 30
+                orders = [
+                    (int(raw) if raw.isdigit() else _MONTHS[raw.lower().rstrip(".")], int(parts["day"]))
+                ]
+            readings: list[date] = []
+            for month, day in orders:
+                try:
+                    reading = date(year, month, day)
+                except ValueError:
+                    continue  # not a date: February 30, a 13th month
+                if reading not in readings:
+                    readings.append(reading)
+            if readings:
+                found[m.start()] = Found(m.start(), m.end(), tuple(readings))
     whole = sorted(found.values(), key=lambda f: f.start)
     for pattern in _NO_YEAR:
         for m in pattern.finditer(text):
@@ -129,9 +174,8 @@ def find_dates(text: str) -> list[Found]:
                 continue
             month = _MONTHS[m.group("month").lower().rstrip(".")]
             try:
-                found[m.start()] = Found(
-                    m.start(), m.end(), date(before[-1].date.year, month, int(m.group("day")))
-                )
+                reading = date(before[-1].year, month, int(m.group("day")))
             except ValueError:
                 continue
+            found[m.start()] = Found(m.start(), m.end(), (reading,))
     return [found[k] for k in sorted(found)]

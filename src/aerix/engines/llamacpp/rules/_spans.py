@@ -277,6 +277,8 @@ _NAME_WORD = r"[A-Z][\w+#&.-]*"
 _CONNECTOR = re.compile(r"(?:of|the|de|la|del|du|von|van)\s")
 _NAME_RUN = re.compile(rf"(?<!\w){_NAME_WORD}(?:(?<!\.)\s(?:{_CONNECTOR.pattern}){{0,2}}{_NAME_WORD})+")
 _SENTENCE_START = re.compile(r"(?:^|[.?!\n]\s*)$")
+_BLANK = re.compile(r"\s")
+"""What separates the words of a name (a space, or a line break or tab: `_NAME_RUN` takes any)."""
 _NEXT_WORD = re.compile(r" ([^\W\d_]+)")
 _FUNCTION_WORDS = frozenset(
     [
@@ -341,11 +343,11 @@ def name_runs(source: str) -> list[tuple[int, int]]:
     for m in _NAME_RUN.finditer(source):
         start, text = m.start(), m.group()
         if _SENTENCE_START.search(source[:start]):
-            cut = text.index(" ") + 1
+            cut = _BLANK.search(text).end()  # type: ignore[union-attr]  # a run has two words
             while (connector := _CONNECTOR.match(text, cut)) is not None:
                 cut = connector.end()
             start, text = start + cut, text[cut:]
-            if " " not in text:
+            if _BLANK.search(text) is None:
                 continue
         end = start + len(text)
         if _SENTENCE_END.match(source, end - 1):

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from ._dates import Found, find_dates
+from ._dates import Found, day_first, find_dates
 from ._json_cursor import NUMBER_START, JsonCursor
 from ._spans import Spans, same_digits, scaled_number
 from ._units import Quantity, Unit
@@ -88,26 +88,33 @@ class WrittenValues:
         date in the format already. A value with no closing quote (the look-ahead
         stopped first) is read as far as it goes. The date's occurrence is then taken,
         and the numbers in it.
+
+        The date means what the messages say, never another day: "03/04/2025" is
+        3 April in a `dd/mm/yyyy` field and 4 March in a `mm/dd/yyyy` one, and is
+        written as the user wrote it where the format does not tell the order
+        (`yyyy-mm-dd`; see `Found.read`).
         """
         fmt = self._date_formats.get(self._cursor.key)
         if fmt is None:
             return None
         string = _STRING.match('"' + text)
         value = text if string is None else string.group(1)  # no end: cut short by the look-ahead
-        written = {d.date for d in find_dates(value)}
+        written = {day for d in find_dates(value) for day in d.readings}
         part = value.strip()
         free = [d for d in self._dates if self._text.is_free(d.start)]
         for d in free:
             given = self._text.source[d.start : d.end]
-            if given in value or d.date in written or (part and part in given):
+            if given in value or written.intersection(d.readings) or (part and part in given):
                 return self._write(d, fmt, value)
         if free and any(c.isdigit() for c in value):  # some other date ("2023.01.25"): the next one given
             return self._write(free[0], fmt, value)
         return None
 
     def _write(self, d: Found, fmt: str, value: str) -> str | None:
-        """The date `d` in format `fmt`, taken with its numbers; `None` if `value` is it already."""
-        day = d.date.strftime(fmt)
+        """The date `d` in format `fmt` (as the messages wrote it if `fmt` does not tell its
+        order of day and month), taken with its numbers; `None` if `value` is it already."""
+        read = d.read(day_first(fmt))
+        day = self._text.source[d.start : d.end] if read is None else read.strftime(fmt)
         if day == value:
             return None  # copied as it is
         self._text.take(d.start)

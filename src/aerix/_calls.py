@@ -1,0 +1,173 @@
+"""The calls of one turn: `before_call`, the repeat rule, the input check, the tool, `after_call`.
+
+By default the calls run one at a time, each with its `call` event before it
+and its `result` event after it. With `concurrent_calls=True`, `before_call`
+and the input checks run first, in call order, and every `call` event comes
+before any tool starts; then the tools run at once, and `after_call` and the
+`result` events follow in call order. Leaving early (an abort, a hook that
+raises, a consumer that closes the run) cancels every tool still running and
+waits for it to end.
+
+The repeat rule (`Limits.repeats`): one identical call (the same tool and the
+same input) may run again that many times within a run. A call past it does
+not run; its result says that it repeats an earlier call and quotes that call's
+result, and the run's next generation may only answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ._hooks import after_call, before_call
+from .abort import AbortSignal
+from .events import Call, CallEvent, ResultEvent
+from .options import Hooks, Limits
+from .tools import Tool, ToolContext, check_input, cut_result, run_tool
+
+__all__ = ["Calls", "Seen"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Seen:
+    """The calls of one run that were run (or checked), for the repeat rule."""
+
+    runs: dict[str, int] = field(default_factory=dict)
+    """How many times each call (by tool and input) was let run."""
+    last: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """The id and result text of the last of each."""
+    repeated: bool = False
+    """Whether the last turn had a call past `Limits.repeats`."""
+
+
+@dataclass(kw_only=True, slots=True)
+class _Step:
+    """One call on its way: refused, a repeat, or let run (its outcome known or awaited)."""
+
+    call: Call
+    key: str | None = None
+    """The call's tool and input, for the repeat rule; `None` for a refused call."""
+    repeat: bool = False
+    outcome: tuple[str, bool] | None = None
+    """The result text and error flag, once known (a refusal, a failed check)."""
+    job: asyncio.Task[tuple[str, bool]] | None = None
+    """The tool running, when the calls run at once."""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Calls:
+    """How an agent runs the calls of a turn."""
+
+    tools: Mapping[str, Tool]
+    hooks: Hooks
+    limits: Limits
+    concurrent: bool = False
+    """Run the tools of a turn at once."""
+
+    async def play(
+        self, calls: Sequence[Call], seen: Seen, signal: AbortSignal
+    ) -> AsyncGenerator[CallEvent | ResultEvent, None]:
+        """Run a turn's calls; yield a `call` and a `result` event for each.
+
+        Args:
+            calls: The turn's calls, in order, with their ids.
+            seen: The run's calls so far (the repeat rule); updated.
+            signal: The run's signal, which each tool gets.
+        """
+        seen.repeated = False
+        if not self.concurrent:
+            for call in calls:
+                step = await self._plan(call, seen, check=False)
+                yield _call_event(step.call)
+                yield await self._finish(step, seen, signal)
+            return
+        steps: list[_Step] = []
+        try:
+            for call in calls:
+                steps.append(step := await self._plan(call, seen, check=True))
+                yield _call_event(step.call)
+            for step in steps:
+                if step.key is not None and not step.repeat and step.outcome is None:
+                    cx = ToolContext(signal=signal, call_id=step.call.id)
+                    step.job = asyncio.ensure_future(
+                        run_tool(self.tools[step.call.tool], step.call.input, cx)
+                    )
+            for step in steps:
+                yield await self._finish(step, seen, signal)
+        finally:
+            await _stop([s.job for s in steps if s.job is not None])
+
+    async def _plan(self, call: Call, seen: Seen, *, check: bool) -> _Step:
+        """`before_call`, then the repeat rule, then (if `check`) the input check."""
+        call, refusal = await before_call(self.hooks, call)
+        if refusal is not None:
+            return _Step(call=call, outcome=(refusal, True))
+        key = _key(call)
+        runs = seen.runs.get(key, 0)
+        if runs > self.limits.repeats:
+            seen.repeated = True
+            return _Step(call=call, key=key, repeat=True)
+        seen.runs[key] = runs + 1
+        step = _Step(call=call, key=key)
+        if check and (problem := check_input(self.tools[call.tool], call.input)) is not None:
+            step.outcome = (f"error: {problem}", True)
+        return step
+
+    async def _finish(self, step: _Step, seen: Seen, signal: AbortSignal) -> ResultEvent:
+        """The result of a call: its refusal, its repeat note, or the tool's (through `after_call`)."""
+        call = step.call
+        if step.repeat:
+            assert step.key is not None
+            text, error = _repeat(self.limits.repeats, seen.last.get(step.key)), True
+        elif step.key is None:  # refused
+            assert step.outcome is not None
+            text, error = step.outcome
+        else:
+            if step.outcome is not None:
+                text, error = step.outcome
+            elif step.job is not None:
+                text, error = await step.job
+            else:
+                cx = ToolContext(signal=signal, call_id=call.id)
+                text, error = await run_tool(self.tools[call.tool], call.input, cx)
+            if self.hooks.after_call is not None:
+                text = await after_call(self.hooks, call, text)
+        text = cut_result(text, self.limits.result_chars)
+        if step.key is not None and not step.repeat:
+            seen.last[step.key] = (call.id, text)
+        return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
+
+
+def _call_event(call: Call) -> CallEvent:
+    return CallEvent(id=call.id, tool=call.tool, input=call.input)
+
+
+def _key(call: Call) -> str:
+    """A call's tool and input as one string: equal for equal inputs, whatever their key order."""
+    return call.tool + "\0" + json.dumps(call.input, sort_keys=True, default=repr)
+
+
+def _repeat(repeats: int, earlier: tuple[str, str] | None) -> str:
+    """The result of a call past `Limits.repeats`: it did not run; the earlier call's result."""
+    ran = "once" if repeats == 0 else f"{repeats + 1} times"
+    if earlier is None:  # not reached: an identical call that was let run has its result first
+        return "error: this call repeats an earlier call (the same tool and input), so it was not run again"
+    call_id, text = earlier
+    return (
+        f"error: this call repeats {call_id} (the same tool and input), which ran {ran} "
+        f"(limits.repeats={repeats}), so it was not run again. The result of {call_id}: {text}"
+    )
+
+
+async def _stop(jobs: list[asyncio.Task[tuple[str, bool]]]) -> None:
+    """Cancel the tools still running and wait for them to end."""
+    running = [j for j in jobs if not j.done()]
+    for job in running:
+        job.cancel()
+    if running:
+        await asyncio.wait(running)
+    for job in jobs:
+        if not job.cancelled():
+            job.exception()  # retrieved: a failure after the run left is not reported twice

@@ -1,0 +1,75 @@
+"""An MCP tool's name as an aerix tool name, and the check that no two tools get one name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from ..errors import AerixError
+
+__all__ = ["aerix_name", "map_names"]
+
+_OTHER = re.compile(r"[^a-z0-9_]")
+MAX_NAME = 64
+"""The longest aerix tool name (`^[a-z][a-z0-9_]{0,63}$`)."""
+
+
+def aerix_name(name: str, prefix: str | None = None) -> str:
+    """The aerix name of an MCP tool: `prefix_` first, lower case, every other character `_`.
+
+    A name must start with a letter: leading underscores are dropped, and `tool_`
+    goes before a leading digit (or stands for a name with no letter or digit at
+    all). Names longer than 64 characters are cut.
+
+    Examples:
+        >>> aerix_name("Get-Weather.v2"), aerix_name("search", "GitHub"), aerix_name("3d_render")
+        ('get_weather_v2', 'github_search', 'tool_3d_render')
+    """
+    mapped = _OTHER.sub("_", (f"{prefix}_{name}" if prefix else name).lower()).lstrip("_")
+    if not mapped:
+        mapped = "tool"
+    elif not mapped[0].isalpha():
+        mapped = f"tool_{mapped}"
+    return mapped[:MAX_NAME]
+
+
+def map_names(
+    server: str, names: Sequence[str], prefix: str | None, chosen: Mapping[str, str | None]
+) -> dict[str, str]:
+    """The aerix name of each of a server's tools (by its MCP name), leaving out those `chosen` drops.
+
+    Args:
+        server: The server, as errors name it.
+        names: Its tools' MCP names, in its order.
+        prefix: Put before every mapped name.
+        chosen: MCP name → the aerix name to use instead of the mapped one, or `None` to
+            leave the tool out.
+
+    Raises:
+        AerixError: `kind="options"`: two tools map to one name, or `chosen` names a tool
+            the server does not have.
+    """
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        raise AerixError(
+            "options",
+            f"MCP server {server!r}: names= gives {unknown[0]!r}, which is none of its tools; "
+            f"its tools are {', '.join(map(repr, names)) or 'none'}",
+        )
+    out: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for name in names:
+        new = chosen[name] if name in chosen else aerix_name(name, prefix)
+        if new is None:
+            continue
+        if new in owner:
+            first = owner[new]
+            raise AerixError(
+                "options",
+                f"MCP server {server!r}: its tools {first!r} and {name!r} both map to the aerix name "
+                f"{new!r}; give one another name with names={{{name!r}: 'another_name'}}, "
+                f"or leave it out with names={{{name!r}: None}}",
+            )
+        owner[new] = name
+        out[name] = new
+    return out
