@@ -45,6 +45,12 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--category", action="append", choices=CATEGORIES, help="repeatable; default: all four")
     ap.add_argument("--config", action="append", choices=list(CONFIGS), help="repeatable; default: all four")
     ap.add_argument("--limit", type=int, default=None, help="the first N flat entries of each category")
+    ap.add_argument(
+        "--nested",
+        action="store_true",
+        help="run the entries with arrays, tuples, dicts or `any` (schema tools) instead of the flat ones",
+    )
+    ap.add_argument("--calls-per-turn", type=int, default=1, help="Agent(calls_per_turn=N), 1-8")
     ap.add_argument("--offset", type=int, default=0, help="skip the first N flat entries of each category")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
@@ -74,7 +80,7 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         for category in categories:
             entries = load(category)
-            flat = [e for e in entries if e.flat]
+            flat = [e for e in entries if e.flat != args.nested]
             skipped = len(entries) - len(flat)
             flat = flat[args.offset :]
             chosen = flat[: args.limit] if args.limit else flat
@@ -85,6 +91,7 @@ async def main(argv: list[str] | None = None) -> int:
                     tool_choice=base.tool_choice,
                     max_tokens=args.max_tokens,
                     instructions=args.instructions,
+                    calls_per_turn=args.calls_per_turn,
                 )
                 bar = Progress(len(chosen), f"{category} {config.label}")
                 outcomes = []
@@ -104,7 +111,8 @@ async def main(argv: list[str] | None = None) -> int:
             out.close()
         engine.close()
 
-    limit = f"{args.limit} flat entries of each category" if args.limit else "every flat entry"
+    kind = "nested" if args.nested else "flat"
+    limit = f"{args.limit} {kind} entries of each category" if args.limit else f"every {kind} entry"
     if args.offset:
         limit += f" after the first {args.offset}"
     elif args.limit:

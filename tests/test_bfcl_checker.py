@@ -143,3 +143,50 @@ def test_tools_record_their_calls_and_map_types() -> None:
     assert [n for n, f in t.input.items() if f.required] == ["radius", "sides"]
     assert t.run({"radius": 1.0, "sides": 3}, None) == "recorded"
     assert seen == [("geometry.Area_circle", {"radius": 1.0, "sides": 3})]
+
+
+NESTED: dict[str, Any] = {
+    "name": "stats.mean",
+    "description": "Mean of numbers.",
+    "parameters": {
+        "type": "dict",
+        "properties": {
+            "numbers": {"type": "array", "items": {"type": "float"}, "description": "The numbers."},
+            "options": {
+                "type": "dict",
+                "properties": {"round": {"type": "integer"}, "label": {"type": "string"}},
+                "required": ["round"],
+            },
+            "anything": {"type": "any"},
+        },
+        "required": ["numbers"],
+    },
+}
+
+
+def test_nested_entries_become_schema_tools_that_aerix_takes() -> None:
+    assert not is_flat([NESTED])
+    tools, names = to_tools([NESTED], lambda name, inp: None)
+    schema = tools[0].schema
+    assert names == {"stats_mean": "stats.mean"} and tools[0].input == {}
+    assert schema["properties"]["numbers"] == {
+        "type": "array",
+        "description": "The numbers.",
+        "items": {"type": "number"},
+    }
+    assert schema["properties"]["options"]["required"] == ["round"]
+    assert schema["properties"]["anything"] == {}  # `any`: no type
+    assert schema["additionalProperties"] is False
+
+
+def test_lists_and_dicts_are_checked_with_standardized_strings() -> None:
+    answer = {"stats.mean": {"numbers": [[1.0, 2.5]], "options": ["", {"round": [2], "label": ["Mean", ""]}]}}
+    ok = {"stats.mean": {"numbers": [1, 2.5], "options": {"round": 2, "label": "mean"}}}
+    assert check_simple(NESTED, ok, answer).valid
+    assert check_simple(NESTED, {"stats.mean": {"numbers": [1, 2.5]}}, answer).valid  # options optional
+    wrong_list = {"stats.mean": {"numbers": [2.5, 1]}}
+    assert check_simple(NESTED, wrong_list, answer).error.startswith("value_error:list")
+    wrong_dict = {"stats.mean": {"numbers": [1, 2.5], "options": {"round": 3}}}
+    assert check_simple(NESTED, wrong_dict, answer).error.startswith("value_error:dict")
+    not_a_list = {"stats.mean": {"numbers": "1, 2.5"}}
+    assert check_simple(NESTED, not_a_list, answer).error.startswith("type_error:nested")

@@ -61,7 +61,43 @@ def _answer_type(allowed: Sequence[Any]) -> type | None:
     return None
 
 
+def _norm(value: Any) -> Any:
+    """A value with its strings standardized, at any depth (for lists and dicts)."""
+    if isinstance(value, str):
+        return standardize_string(value)
+    if isinstance(value, list | tuple):
+        return [_norm(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items()}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _check_nested(param: str, value: Any, declared: str, allowed: Sequence[Any]) -> Check:
+    """An array, tuple or dict value (BFCL's list and dict checkers, standardized strings)."""
+    if declared in ("array", "tuple"):
+        if not isinstance(value, list):
+            return Check(valid=False, error=f"type_error:nested: {param!r} expected a list, got {value!r}")
+        if any(_norm(value) == _norm(a) for a in allowed if a != ""):
+            return _OK
+        return Check(valid=False, error=f"value_error:list: {param!r}={value!r}, allowed {list(allowed)!r}")
+    if not isinstance(value, dict):
+        return Check(valid=False, error=f"type_error:nested: {param!r} expected a dict, got {value!r}")
+    for option in allowed:
+        if not isinstance(option, dict) or not set(value) <= set(option):
+            continue
+        if all(
+            ("" in option[k]) if k not in value else _norm(value[k]) in [_norm(a) for a in option[k]]
+            for k in option
+        ):
+            return _OK
+    return Check(valid=False, error=f"value_error:dict: {param!r}={value!r}, allowed {list(allowed)!r}")
+
+
 def _check_value(param: str, value: Any, declared: str, allowed: Sequence[Any]) -> Check:
+    if declared in ("array", "tuple", "dict"):
+        return _check_nested(param, value, declared, allowed)
     expected = PYTHON_TYPES.get(declared)
     if expected is None:
         return Check(valid=False, error=f"type_error:unsupported: parameter {param!r} has type {declared!r}")

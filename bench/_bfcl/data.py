@@ -3,8 +3,9 @@
 Each BFCL function becomes an aerix `Tool`: its name mapped to the tool-name
 pattern `^[a-z][a-z0-9_]{0,63}$`, `float` read as `number`, enums kept, a
 documented default added to the field's description, and a `run` that records
-the call instead of doing any work. Entries with any parameter that is not a
-flat scalar (arrays, tuples, dicts, `any`) are skipped.
+the call instead of doing any work. Entries whose parameters are all flat
+scalars become `Field`s, as before; the others (arrays, tuples, dicts, `any`)
+become schema tools (`tool(schema=...)`, `to_schema`), run with `--nested`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from aerix import Field, Tool, tool
 
-__all__ = ["CATEGORIES", "DATA", "Entry", "is_flat", "load", "to_tools", "tool_name"]
+__all__ = ["CATEGORIES", "DATA", "Entry", "is_flat", "load", "to_schema", "to_tools", "tool_name"]
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bfcl"
 """The BFCL v4 files, carried unchanged in the repository (bench/data/bfcl, Apache-2.0: see its LICENSE)."""
@@ -94,6 +95,35 @@ def tool_name(name: str, taken: set[str]) -> str:
     return out
 
 
+_NESTED_TYPES: dict[str, str] = {**FLAT_TYPES, "array": "array", "tuple": "array", "dict": "object"}
+
+
+def to_schema(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A BFCL parameter spec as the JSON Schema aerix takes (SPEC 9.1's keywords only):
+    `float` is `number`, `tuple` an array, `dict` an object, `any` no type at all."""
+    out: dict[str, Any] = {}
+    kind = spec.get("type")
+    if kind in _NESTED_TYPES:
+        out["type"] = _NESTED_TYPES[kind]
+    description = str(spec.get("description") or "").strip()
+    if "default" in spec and spec["default"] is not None:
+        note = f"Default: {json.dumps(spec['default'])}."
+        description = f"{description} {note}" if description else note
+    if description:
+        out["description"] = description
+    if isinstance(spec.get("enum"), list) and kind in FLAT_TYPES:
+        out["enum"] = spec["enum"]
+    if out.get("type") == "array":
+        items = spec.get("items")
+        out["items"] = to_schema(items) if isinstance(items, Mapping) else {}
+    if out.get("type") == "object" and isinstance(spec.get("properties"), Mapping):
+        out["properties"] = {k: to_schema(v) for k, v in spec["properties"].items()}
+        required = [r for r in spec.get("required", []) if r in out["properties"]]
+        if required:
+            out["required"] = required
+    return out
+
+
 def _field(spec: Mapping[str, Any], required: bool) -> Field:
     description = str(spec.get("description") or "").strip()
     if "default" in spec and spec["default"] is not None:
@@ -109,7 +139,8 @@ def to_tools(
     """The entry's functions as aerix tools, and the map from tool name to BFCL name.
 
     Args:
-        functions: The entry's BFCL functions (flat ones: see `is_flat`).
+        functions: The entry's BFCL functions (flat ones as `Field`s, see `is_flat`; others
+            as schema tools, see `to_schema`).
         record: Called with `(BFCL name, input)` for every call a tool receives.
     """
     taken: set[str] = set()
@@ -117,7 +148,6 @@ def to_tools(
     for f in functions:
         params = f["parameters"]
         required = set(params.get("required", []))
-        fields = {p: _field(spec, p in required) for p, spec in params.get("properties", {}).items()}
         name = tool_name(f["name"], taken)
         names[name] = f["name"]
 
@@ -125,5 +155,12 @@ def to_tools(
             record(_bfcl, dict(input))
             return "recorded"
 
-        tools.append(tool(name=name, description=str(f.get("description") or ""), input=fields, run=run))
+        description = str(f.get("description") or "")
+        if is_flat([f]):
+            fields = {p: _field(spec, p in required) for p, spec in params.get("properties", {}).items()}
+            tools.append(tool(name=name, description=description, input=fields, run=run))
+        else:
+            schema = to_schema({**params, "type": "dict"})
+            schema["additionalProperties"] = False
+            tools.append(tool(name=name, description=description, schema=schema, run=run))
     return tools, names

@@ -28,10 +28,12 @@ class Config:
     max_tokens: int = 256
     retries: int = 2
     instructions: str = ""
+    calls_per_turn: int = 1
 
     @property
     def label(self) -> str:
-        return f"{'constrained' if self.constrain else 'unconstrained'}, {self.tool_choice}"
+        calls = f", {self.calls_per_turn} calls/turn" if self.calls_per_turn > 1 else ""
+        return f"{'constrained' if self.constrain else 'unconstrained'}, {self.tool_choice}{calls}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,6 +70,7 @@ async def run_entry(model: Model, entry: Entry, config: Config) -> Outcome:
         generation={"temperature": 0},
         constrain=config.constrain,
         tool_choice=config.tool_choice,
+        calls_per_turn=config.calls_per_turn,
     )
     t0 = time.perf_counter()
     tokens = generations = retries = 0
