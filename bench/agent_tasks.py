@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agent_tasks.run import Outcome, run_task, summary_table
-from _agent_tasks.tasks import TASKS, part_of
+from _agent_tasks.tasks import PARTS, TASKS, part_of
 from _report import machine, write_section
 
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -192,16 +192,56 @@ async def main(argv: list[str] | None = None) -> int:
         "--peer", choices=["smolagents"], default=None, help="also run the tasks through this library"
     )
     ap.add_argument("--peer-python", default=str(ROOT / ".venv-bench" / "bin" / "python"))
+    ap.add_argument("--part", choices=["all", *PARTS], default="all", help="the tasks of one part only")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/quality.md")
+    ap.add_argument(
+        "--section", default="agent", help='the docs/quality.md section to write (default "agent")'
+    )
+    ap.add_argument(
+        "--title", default="Multi-step agents: the benchmark of our own", help="the section's heading"
+    )
+    ap.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="build the tables from this --jsonl file of a run; run nothing",
+    )
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         ap.error(f"--limit must be 1 or more, got {args.limit}")
 
-    import aerix
-
-    tasks = TASKS[: args.limit] if args.limit else TASKS
+    tasks = [t for t in TASKS if args.part == "all" or part_of(t) == args.part]
+    tasks = tasks[: args.limit] if args.limit else tasks
     configs = args.config or list(CONFIGS)
     outcomes: list[Outcome] = []
+    if args.merge:
+        outcomes = [Outcome(**json.loads(line)) for line in args.merge.read_text().splitlines() if line]
+        chosen = {t.id for t in tasks}
+        outcomes = [o for o in outcomes if o.id in chosen]
+        configs = list(dict.fromkeys(o.config for o in outcomes))
+        if "smolagents" in configs:
+            CONFIGS["smolagents"] = (f"smolagents {_peer_version(args)} `ToolCallingAgent`", {})
+        labels = [(c, CONFIGS[c][0]) for c in configs]
+        minutes = sum(o.seconds for o in outcomes) / 60
+    else:
+        labels, minutes = await _run(args, tasks, configs, outcomes)
+    return _report(args, tasks, configs, labels, outcomes, minutes)
+
+
+def _peer_version(args: argparse.Namespace) -> str:
+    python = Path(args.peer_python)
+    code = "import smolagents; print(smolagents.__version__)"
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "?"
+
+
+async def _run(
+    args: argparse.Namespace, tasks: list[Any], configs: list[str], outcomes: list[Outcome]
+) -> tuple[list[tuple[str, str]], float]:
+    """Run the tasks under each configuration (and the peer), appending to `outcomes`;
+    the configurations' names and labels, and the minutes it took."""
+    import aerix
+
     out = args.jsonl.open("w") if args.jsonl else None
     t_all = time.perf_counter()
     try:
@@ -236,7 +276,19 @@ async def main(argv: list[str] | None = None) -> int:
     finally:
         if out:
             out.close()
-    minutes = (time.perf_counter() - t_all) / 60
+    return labels, (time.perf_counter() - t_all) / 60
+
+
+def _report(
+    args: argparse.Namespace,
+    tasks: list[Any],
+    configs: list[str],
+    labels: list[tuple[str, str]],
+    outcomes: list[Outcome],
+    minutes: float,
+) -> int:
+    """Print the tables and write them to docs/quality.md (unless `--no-write`)."""
+    import aerix
 
     limits = aerix.Limits(turns=8)
     from aerix.engines.llamacpp._sampling import Sampling
@@ -248,10 +300,14 @@ async def main(argv: list[str] | None = None) -> int:
         if args.temperature is None
         else f"temperature {args.temperature}"
     )
-    scope = f"the first {len(tasks)} of the {len(TASKS)} tasks" if args.limit else f"all {len(TASKS)} tasks"
+    scope = (
+        f"{len(tasks)} of the {len(TASKS)} tasks" if len(tasks) < len(TASKS) else f"all {len(TASKS)} tasks"
+    )
+    tuned = any(part_of(t) == "tuning" for t in tasks)
+    details = ["", "The tuning part, task by task:", "", tuning_details(outcomes, configs)] if tuned else []
     md = "\n".join(
         [
-            "## Multi-step agents: the benchmark of our own",
+            f"## {args.title}",
             "",
             f"`bench/agent_tasks.py`: {len(TASKS)} fixed tasks (`bench/_agent_tasks/tasks.py`) about an invented "
             "world (countries, cities, people, products with made-up numbers, so that no answer comes from "
@@ -269,16 +325,13 @@ async def main(argv: list[str] | None = None) -> int:
             f"agent_NN; {machine()}, {args.threads} thread(s); {minutes:.1f} minutes in all.",
             "",
             summary_table(labels, outcomes),
-            "",
-            "The tuning part, task by task:",
-            "",
-            tuning_details(outcomes, configs),
+            *details,
         ]
     )
     print()
     print(md)
     if not args.no_write:
-        path = write_section("agent", md, file="quality.md")
+        path = write_section(args.section, md, file="quality.md")
         print(f"\nwritten to {path}", file=sys.stderr)
     return 0
 

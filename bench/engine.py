@@ -1,7 +1,8 @@
 """The LlamaCpp engine on SmolLM2-135M-Instruct: constrained decode speed and prefix reuse.
 
-Run: `python bench/engine.py [--reps 5] [--threads 2]`. Prints the tables and
-writes them to docs/benchmarks.md (section "engine").
+Run: `python bench/engine.py [--reps 5] [--threads 2] [--no-write]`. Prints the
+tables and writes them to docs/benchmarks.md (section "engine"; not with
+`--no-write`).
 
 1. Decode speed, side by side on one prompt (a system message with two tools
    and a user message), greedy, each path repeated and interleaved:
@@ -318,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     speed, _ = decode_speed(args.reps, args.threads)
@@ -328,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {machine()}; llama.cpp threads: {args.threads}; load average "
         f"{load_before:.1f} before the run, {os.getloadavg()[0]:.1f} after (the machine was "
         "shared: compare the rows of one table, not absolute speeds across runs). "
-        f"Command: `python bench/engine.py --reps {args.reps}`.\n\n"
+        f"Command: `python bench/engine.py --reps {args.reps} --threads {args.threads}`.\n\n"
         f"### Constrained decoding\n\n{speed}\n\n"
         "### Prefix reuse (8 generations)\n\n"
         "A growing conversation under the turn schema: each generation appends the "
@@ -339,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Sampled (temperature 0.7, seed = generation number):\n\n{sampled}\n"
     )
     print(markdown)
-    print(f"wrote {write_section('engine', markdown)}")
+    if not args.no_write:
+        print(f"wrote {write_section('engine', markdown)}")
     return 0
 
 

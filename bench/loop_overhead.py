@@ -34,6 +34,7 @@ import functools
 import gc
 import importlib
 import json
+import os
 import pstats
 import random
 import statistics
@@ -458,8 +459,8 @@ def _tracing_cost(timings: list[Timings], traced: Timings) -> list[str]:
     ]
 
 
-def markdown(timings: list[Timings], reps: int, warmup: int) -> str:
-    """The docs/benchmarks.md section."""
+def markdown(timings: list[Timings], reps: int, warmup: int, load: tuple[float, float]) -> str:
+    """The docs/benchmarks.md section; `load` is the load average before and after the run."""
     seen: dict[str, Contender] = {}
     for t in timings:
         seen.setdefault(t.contender.name, t.contender)
@@ -491,8 +492,11 @@ needs: one coroutine streams each text from `BareModel`, parses it with `json.lo
 `add` (inline if it is a plain function: no thread hop) and appends the turn and the result to
 a list of messages; no checks, no events. A row divided by the floor is that library's own cost.
 The `def` rows vary the most from run to run: each call wakes a worker thread and then the
-loop's thread, and on a virtual machine such a wake-up takes much longer when the other core
-is idle (compare p10 with the median).
+loop's thread, and on a virtual machine such a wake-up costs far more when it crosses to the
+other core (which the kernel picks whenever that core is idle) than on the same one, and each
+is a chance for another process to take the core (compare p10 with the median). A hand-off
+through a pipe (a write that lets go of the GIL) was tried: faster under load, twice as slow
+on a quiet machine, so aerix keeps a `SimpleQueue`.
 aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
 messages and estimates token counts over the whole conversation on every turn, and with
 `BareModel`, a five-line model that only streams the texts, like the peers' fakes; the
@@ -506,7 +510,10 @@ instrumented with the API's `NoOpTracerProvider`, whose spans cost next to nothi
 left is aerix's own part (the generator that watches the events and makes the spans), the
 rest of the sdk row is the SDK's.
 
-Machine: {_report.machine()}
+Machine: {_report.machine()}; load average {load[0]:.1f} before the run, {load[1]:.1f} after
+(with more than {os.cpu_count()}, other processes shared the cores, and they cut a long run
+more often than a short one: compare the rows of one table, not times across runs, and expect
+higher ratios to the floor than on an idle machine).
 
 {table(timings)}
 
@@ -535,7 +542,10 @@ def main(argv: list[str] | None = None) -> int:
     for c in contenders:
         print(f"{c.name} {c.version} (`{c.tool}` tool): {c.how}")
     print(_report.machine())
+    load_before = os.getloadavg()[0]
     timings = measure(contenders, reps=args.reps, warmup=args.warmup)
+    loads = (load_before, os.getloadavg()[0])
+    print(f"load average {loads[0]:.1f} before, {loads[1]:.1f} after")
     print()
     print(table(timings))
     lines = verdicts(timings)
@@ -543,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     if not any(_is_aerix(t.contender) for t in timings) or not any(_is_peer(t.contender) for t in timings):
         print("not writing docs/benchmarks.md: it needs aerix and at least one peer")
     elif not args.no_write:
-        path = _report.write_section("loop_overhead", markdown(timings, args.reps, args.warmup))
+        path = _report.write_section("loop_overhead", markdown(timings, args.reps, args.warmup, loads))
         print(f"wrote {path}")
     if args.profile:
         for t in timings:

@@ -204,3 +204,7 @@ def test_the_summary_puts_the_report_part_first_with_the_gap() -> None:
     assert len(table) == 3  # the header, its rule and config A: a config with no runs has no row
     assert table[2].startswith("| config A | 0.0% (0/1) | 100.0% (1/1) |")
     assert table[2].endswith("| -100.0 points |")
+    only = summary_table([("a", "config A")], [o for o in outcomes if o.part == "report"]).splitlines()
+    assert "tuning" not in only[0] and "points" not in only[2]  # a part that did not run has no columns
+    assert only[2].startswith("| config A | 0.0% (0/1) | 100.0% (1/1) |")
+    assert len(only[2].strip("| ").split(" | ")) == 6  # the label and the report part's five figures

@@ -382,8 +382,8 @@ async def test_an_identical_call_may_run_again_once_by_default_then_not_and_the_
     assert ran == ["Lisbon", "Lisbon"]
     assert [(r.text, r.error) for r in results[:2]] == [("Lisbon: sunny", False)] * 2
     assert results[2].error and results[2].text == (
-        "error: this call repeats call_2 (the same tool and input), which ran 2 times (limits.repeats=1), "
-        "so it was not run again. The result of call_2: Lisbon: sunny"
+        "error: Lisbon: sunny\n(that is the result of call_2; this call repeats it, the same tool and input, "
+        "which ran 2 times: limits.repeats=1, so it was not run again)"
     )
     schemas = [c.opts["constraint"]["json"] for c in model.calls]
     assert [s == ONLY_FINAL for s in schemas] == [False, False, False, True]
@@ -398,8 +398,8 @@ async def test_repeats_zero_runs_an_identical_call_once_in_a_run_and_afresh_in_t
     events = await events_of(agent)
     results = [e.text for e in events if isinstance(e, ResultEvent)]
     assert results[:2] == ["Lisbon: sunny", "Porto: sunny"]  # another input is another call
-    assert results[2].startswith("error: this call repeats call_1 (the same tool and input), which ran once")
-    assert results[2].endswith("The result of call_1: Lisbon: sunny")
+    assert results[2].startswith("error: Lisbon: sunny\n(that is the result of call_1; this call repeats it")
+    assert results[2].endswith("which ran once: limits.repeats=0, so it was not run again)")
     second = [e for e in await events_of(agent, "again") if isinstance(e, ResultEvent)]
     assert second[0].text == "Lisbon: sunny"  # a new run counts afresh
     assert ran == ["Lisbon", "Porto", "Lisbon"]
@@ -415,7 +415,7 @@ async def test_identical_means_the_same_tool_and_input_whatever_the_key_order() 
     agent = Agent(model=ScriptedModel([turn, final()]), tools=[add], limits=Limits(repeats=0))
     results = [e for e in await events_of(agent) if isinstance(e, ResultEvent)]
     assert [r.error for r in results] == [False, True, False]
-    assert results[1].text.endswith("The result of call_1: 3")
+    assert results[1].text.startswith("error: 3\n(that is the result of call_1;")
 
 
 @pytest.mark.parametrize("concurrent", [False, True])
@@ -438,7 +438,9 @@ async def test_a_repeat_within_one_turn_quotes_the_earlier_call_and_skips_after_
     assert [e.type for e in events if e.type in ("call", "result")] == (
         ["call", "call", "result", "result"] if concurrent else ["call", "result", "call", "result"]
     )
-    assert results[1].error and results[1].text.endswith("The result of call_1: Lisbon: sunny")
+    assert results[1].error and results[1].text.startswith(
+        "error: Lisbon: sunny\n(that is the result of call_1;"
+    )
 
 
 async def test_a_refused_call_is_not_counted_and_a_replaced_input_is_what_counts() -> None:
@@ -454,7 +456,9 @@ async def test_a_refused_call_is_not_counted_and_a_replaced_input_is_what_counts
     agent = Agent(model=model, tools=[look], limits={"repeats": 1}, hooks={"before_call": before})
     results = [e for e in await events_of(agent) if isinstance(e, ResultEvent)]
     assert [r.text for r in results[:3]] == ["refused: not yet", "Porto: sunny", "Porto: sunny"]
-    assert results[3].error and "repeats call_3" in results[3].text  # Lisbon and Faro both became Porto
+    assert (
+        results[3].error and "the result of call_3; this call repeats it" in results[3].text
+    )  # Lisbon and Faro both became Porto
     assert ran == ["Porto", "Porto"]
 
 

@@ -181,7 +181,9 @@ def test_bad_usage_exits_2_with_argparse_message(
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "--help"]) == 0
     help_text = capsys.readouterr().out
-    for flag in ("--model", "--server", "--api-key", "--max-turns", "--tool-choice", "--tools", "--json"):
+    flags = ("--model", "--server", "--api-key", "--max-turns", "--tool-choice", "--tools", "--json")
+    flags += ("--calls-per-turn", "--concurrent-calls", "--repeats")
+    for flag in flags:
         assert flag in help_text
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"aerix {aerix.__version__}"
@@ -237,6 +239,120 @@ def test_chat_goes_on_after_a_run_without_a_final(
     assert cli.main(["chat", "--max-turns", "1"], model=model) == 0
     out = capsys.readouterr().out
     assert "✗ end (turns)" in out and "✓ final: done" in out
+
+
+# -- several calls a turn, repeated calls ------------------------------------------------
+
+TWO_CALLS = (
+    '{"calls":[{"tool":"calculator","input":{"expression":"2+2"}},'
+    '{"tool":"calculator","input":{"expression":"3*3"}}]}'
+)
+
+
+def _max_calls(call: Any) -> int:
+    """The `maxItems` of the calls shape in a generation's turn schema."""
+    shapes = call.opts["constraint"]["json"]["anyOf"]
+    (calls,) = [s["properties"]["calls"] for s in shapes if "calls" in s["properties"]]
+    return int(calls["maxItems"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "most"), [([], 1), (["--calls-per-turn", "2"], 2), (["--calls-per-turn", "8"], 8)]
+)
+def test_calls_per_turn_sets_the_turn_schemas_most_calls(
+    argv: list[str], most: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = ScriptedModel([FINAL])
+    assert cli.main(["run", "hi", *argv], model=model) == 0
+    assert _max_calls(model.calls[0]) == most
+
+
+@pytest.mark.parametrize(
+    ("argv", "order"),
+    [
+        (["--calls-per-turn", "2"], ["call", "result", "call", "result"]),
+        (["--calls-per-turn", "2", "--concurrent-calls"], ["call", "call", "result", "result"]),
+    ],
+)
+def test_two_calls_a_turn_run_one_after_the_other_or_at_once(
+    argv: list[str], order: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = ScriptedModel([TWO_CALLS, FINAL])
+    assert cli.main(["run", "hi", "--json", *argv], model=model) == 0
+    events = [e for e in _events(capsys.readouterr().out) if e["type"] in ("call", "result")]
+    assert [e["type"] for e in events] == order
+    assert [e["text"] for e in events if e["type"] == "result"] == ["4", "9"]
+
+
+def test_repeats_bounds_an_identical_call_then_the_model_may_only_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = ScriptedModel([CALL, CALL, FINAL])
+    assert cli.main(["run", "hi", "--json", "--repeats", "0"], model=model) == 0
+    results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
+    assert [(r["text"], r["error"]) for r in results[:1]] == [("4", False)]
+    assert results[1]["error"] and "the result of call_1; this call repeats it" in results[1]["text"]
+    assert "calls" not in json.dumps(model.calls[2].opts["constraint"])  # the final shape alone
+
+    model = ScriptedModel([CALL, CALL, FINAL])  # the default, 1: the call may run once again
+    assert cli.main(["run", "hi", "--json"], model=model) == 0
+    results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
+    assert [(r["text"], r["error"]) for r in results] == [("4", False), ("4", False)]
+
+
+def test_the_loop_flags_reach_the_chats_agent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("one\ntwo\n"))
+    model = ScriptedModel([TWO_CALLS, FINAL, CALL, CALL, FINAL])
+    argv = ["chat", "--json", "--calls-per-turn", "3", "--concurrent-calls", "--repeats", "0"]
+    assert cli.main(argv, model=model) == 0
+    events = _events(capsys.readouterr().out)
+    assert _max_calls(model.calls[0]) == 3
+    kinds = [e["type"] for e in events if e["type"] in ("call", "result")]
+    assert kinds[:4] == ["call", "call", "result", "result"]
+    # the second run's first 2+2 runs (repeats are counted within a run), its second does not
+    assert [e["error"] for e in events if e["type"] == "result"] == [False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--calls-per-turn", "9"], "aerix: error: --calls-per-turn must be 1 to 8, got 9\n"),
+        (["--calls-per-turn", "0"], "aerix: error: --calls-per-turn must be 1 to 8, got 0\n"),
+        (["--calls-per-turn", "-1"], "aerix: error: --calls-per-turn must be 1 to 8, got -1\n"),
+        (["--repeats", "-1"], "aerix: error: --repeats must be 0 or more, got -1\n"),
+        (
+            ["--concurrent-calls"],
+            "aerix: error: --concurrent-calls needs --calls-per-turn N with N of 2 or more: "
+            "one call a turn has nothing to run beside it\n",
+        ),
+        (["--concurrent-calls", "--calls-per-turn", "1"], "aerix: error: --concurrent-calls needs"),
+    ],
+)
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
+def test_bad_loop_flags_are_refused_before_the_model_loads(
+    command: list[str],
+    argv: list[str],
+    message: str,
+    loads: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("hi\n"))
+    assert cli.main([*command, *argv]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(message)
+    assert out == "" and "Traceback" not in err
+    assert loads == []  # no model was loaded for a command that cannot run
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--calls-per-turn", "two"), ("--repeats", "1.5")])
+def test_loop_flags_that_are_no_integers_are_refused_by_argparse(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "hi", flag, value], model=ScriptedModel()) == 2
+    assert f"argument {flag}: invalid int value: {value!r}" in capsys.readouterr().err
 
 
 # -- Ctrl-C ------------------------------------------------------------------------

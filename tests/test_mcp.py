@@ -379,7 +379,7 @@ async def test_a_server_that_never_answers_times_out_naming_it() -> None:
     with pytest.raises(AerixError) as caught:
         async with MCPServer.stdio(sys.executable, [SILENT], timeout=1):
             pass
-    name = shlex.join(["python", SILENT])
+    name = shlex.join([os.path.basename(sys.executable), SILENT])
     assert caught.value.message == (
         f"MCP server {name!r} did not answer the MCP handshake within 1 s; check that it is an MCP "
         "server speaking on stdio, or give it longer with timeout="

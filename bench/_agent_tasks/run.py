@@ -136,16 +136,21 @@ _COLUMNS = ["solved", "ended with a final", "generations/run", "calls/run", "s/t
 def summary_table(configs: Sequence[tuple[str, str]], outcomes: Sequence[Outcome]) -> str:
     """One row per configuration (name, label): the report part's figures, the tuning
     part's beside them, and the gap in the share solved (report minus tuning)."""
+    # The report part first: it is the figure to quote. A part that did not run has no columns.
+    parts = [p for p in PARTS[::-1] if any(o.part == p for o in outcomes)]
     header = ["configuration"]
-    for part in PARTS[::-1]:  # the report part first: it is the figure to quote
+    for part in parts:
         header += [f"{part}: {c}" for c in _COLUMNS]
-    header.append("solved: report - tuning")
+    both = len(parts) == 2
+    if both:
+        header.append("solved: report - tuning")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, label in configs:
-        report, tuning = (summarise(name, p, outcomes) for p in ("report", "tuning"))
-        if not report.run and not tuning.run:
+        summaries = [summarise(name, p, outcomes) for p in parts]
+        if not any(s.run for s in summaries):
             continue
-        gap = 100 * (report.solved_share - tuning.solved_share)
-        row = [label, *report.cells(), *tuning.cells(), f"{gap:+.1f} points"]
+        row = [label, *(cell for s in summaries for cell in s.cells())]
+        if both:
+            row.append(f"{100 * (summaries[0].solved_share - summaries[1].solved_share):+.1f} points")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

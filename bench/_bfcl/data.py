@@ -6,6 +6,11 @@ documented default added to the field's description, and a `run` that records
 the call instead of doing any work. Entries whose parameters are all flat
 scalars become `Field`s, as before; the others (arrays, tuples, dicts, `any`)
 become schema tools (`tool(schema=...)`, `to_schema`), run with `--nested`.
+
+Every category is split by id into a tuning part and a report part
+(`part_of`): the number that ends the id, odd → tuning, even → report (as the
+agent benchmark's tasks are split). Rules may be chosen on the tuning part
+only; the report part is the figure to quote.
 """
 
 from __future__ import annotations
@@ -15,15 +20,31 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aerix import Field, Tool, tool
 
-__all__ = ["CATEGORIES", "DATA", "Entry", "is_flat", "load", "to_schema", "to_tools", "tool_name"]
+__all__ = [
+    "CATEGORIES",
+    "DATA",
+    "PARTS",
+    "Entry",
+    "Part",
+    "in_part",
+    "is_flat",
+    "load",
+    "part_of",
+    "to_schema",
+    "to_tools",
+    "tool_name",
+]
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bfcl"
 """The BFCL v4 files, carried unchanged in the repository (bench/data/bfcl, Apache-2.0: see its LICENSE)."""
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance")
+Part = Literal["tuning", "report"]
+PARTS: tuple[Part, ...] = ("tuning", "report")
+"""The two parts of every category: rules are chosen on "tuning", "report" is quoted."""
 FLAT_TYPES: dict[str, str] = {
     "string": "string",
     "integer": "integer",
@@ -51,6 +72,28 @@ def is_flat(functions: Sequence[Mapping[str, Any]]) -> bool:
     return all(
         p.get("type") in FLAT_TYPES for f in functions for p in f["parameters"].get("properties", {}).values()
     )
+
+
+def part_of(entry_id: str) -> Part:
+    """The part an entry belongs to, by the number that ends its id: odd tunes, even reports.
+
+    `part_of("simple_python_17")` is `"tuning"`, `part_of("irrelevance_4")` is `"report"`.
+    """
+    _, _, number = entry_id.rpartition("_")
+    if not number.isdigit():
+        raise ValueError(
+            f"BFCL entry id {entry_id!r} does not end in _<number>; expected an id like 'simple_python_17'"
+        )
+    return "tuning" if int(number) % 2 else "report"
+
+
+def in_part(entries: Sequence[Entry], part: str) -> list[Entry]:
+    """The entries of `part` ("tuning", "report", or "all" for every entry), in their order."""
+    if part == "all":
+        return list(entries)
+    if part not in PARTS:
+        raise ValueError(f"part must be 'tuning', 'report' or 'all', got {part!r}")
+    return [e for e in entries if part_of(e.id) == part]
 
 
 def load(category: str, root: Path = DATA) -> list[Entry]:

@@ -131,6 +131,8 @@ class Summary:
 
     category: str
     config: str
+    part: str = "all"
+    """The part of the category run: "tuning", "report" or "all" (`data.part_of`)."""
     run: int
     skipped: int
     valid: float
@@ -142,6 +144,7 @@ class Summary:
     def row(self) -> list[str]:
         return [
             self.category,
+            self.part,
             self.config,
             str(self.run),
             str(self.skipped),
@@ -155,6 +158,7 @@ class Summary:
 
 HEADER = [
     "category",
+    "part",
     "decoding, tool_choice",
     "run",
     "skipped",
@@ -166,12 +170,15 @@ HEADER = [
 ]
 
 
-def summarise(category: str, config: str, outcomes: Sequence[Outcome], skipped: int) -> Summary:
+def summarise(
+    category: str, config: str, outcomes: Sequence[Outcome], skipped: int, part: str = "all"
+) -> Summary:
     n = len(outcomes) or 1
     gens = sum(o.generations for o in outcomes) or 1
     return Summary(
         category=category,
         config=config,
+        part=part,
         run=len(outcomes),
         skipped=skipped,
         valid=sum(o.valid for o in outcomes) / n,

@@ -1,7 +1,10 @@
 """The calls of one turn: `before_call`, the repeat rule, the input check, the tool, `after_call`.
 
 By default the calls run one at a time, each with its `call` event before it
-and its `result` event after it. With `concurrent_calls=True`, `before_call`
+and its `result` event after it: the loop asks `Calls.plan` for each call's
+step, hands on its `call` event, then awaits `Calls.finish` (no async generator
+in between: this is the path every turn with a call takes). With
+`concurrent_calls=True` (`Calls.play`), `before_call`
 and the input checks run first, in call order, and every `call` event comes
 before any tool starts; then the tools run at once, and `after_call` and the
 `result` events follow in call order. Leaving early (an abort, a hook that
@@ -55,6 +58,11 @@ class _Step:
     job: asyncio.Task[tuple[str, bool]] | None = None
     """The tool running, when the calls run at once."""
 
+    def event(self) -> CallEvent:
+        """The call's `call` event."""
+        call = self.call
+        return CallEvent(id=call.id, tool=call.tool, input=call.input)
+
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class Calls:
@@ -64,30 +72,23 @@ class Calls:
     hooks: Hooks
     limits: Limits
     concurrent: bool = False
-    """Run the tools of a turn at once."""
+    """Run the tools of a turn at once (`play`), rather than one at a time (`plan`, then `finish`)."""
 
     async def play(
         self, calls: Sequence[Call], seen: Seen, signal: AbortSignal
     ) -> AsyncGenerator[CallEvent | ResultEvent, None]:
-        """Run a turn's calls; yield a `call` and a `result` event for each.
+        """Run a turn's calls at once; yield a `call` event for each, then a `result` event for each.
 
         Args:
             calls: The turn's calls, in order, with their ids.
             seen: The run's calls so far (the repeat rule); updated.
             signal: The run's signal, which each tool gets.
         """
-        seen.repeated = False
-        if not self.concurrent:
-            for call in calls:
-                step = await self._plan(call, seen, check=False)
-                yield _call_event(step.call)
-                yield await self._finish(step, seen, signal)
-            return
         steps: list[_Step] = []
         try:
             for call in calls:
-                steps.append(step := await self._plan(call, seen, check=True))
-                yield _call_event(step.call)
+                steps.append(step := await self.plan(call, seen, check=True))
+                yield step.event()
             for step in steps:
                 if step.key is not None and not step.repeat and step.outcome is None:
                     cx = ToolContext(signal=signal, call_id=step.call.id)
@@ -95,15 +96,25 @@ class Calls:
                         run_tool(self.tools[step.call.tool], step.call.input, cx)
                     )
             for step in steps:
-                yield await self._finish(step, seen, signal)
+                yield await self.finish(step, seen, signal)
         finally:
             await _stop([s.job for s in steps if s.job is not None])
 
-    async def _plan(self, call: Call, seen: Seen, *, check: bool) -> _Step:
-        """`before_call`, then the repeat rule, then (if `check`) the input check."""
-        call, refusal = await before_call(self.hooks, call)
-        if refusal is not None:
-            return _Step(call=call, outcome=(refusal, True))
+    async def plan(self, call: Call, seen: Seen, *, check: bool = False) -> _Step:
+        """One call's step: `before_call`, then the repeat rule, then (if `check`) the input check.
+
+        One at a time, the loop hands on `step.event()`, then awaits `finish(step)`;
+        the input check is then `run_tool`'s own.
+
+        Args:
+            call: The call, with its id.
+            seen: The run's calls so far (the repeat rule); updated.
+            check: Check the input now (the calls of a turn that run at once).
+        """
+        if self.hooks.before_call is not None:
+            call, refusal = await before_call(self.hooks, call)
+            if refusal is not None:
+                return _Step(call=call, outcome=(refusal, True))
         key = _key(call)
         runs = seen.runs.get(key, 0)
         if runs > self.limits.repeats:
@@ -115,8 +126,9 @@ class Calls:
             step.outcome = (f"error: {problem}", True)
         return step
 
-    async def _finish(self, step: _Step, seen: Seen, signal: AbortSignal) -> ResultEvent:
-        """The result of a call: its refusal, its repeat note, or the tool's (through `after_call`)."""
+    async def finish(self, step: _Step, seen: Seen, signal: AbortSignal) -> ResultEvent:
+        """The `result` event of a planned call: its refusal, its repeat note, or the tool's
+        (run with `signal`, through `after_call`)."""
         call = step.call
         if step.repeat:
             assert step.key is not None
@@ -140,13 +152,13 @@ class Calls:
         return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
 
 
-def _call_event(call: Call) -> CallEvent:
-    return CallEvent(id=call.id, tool=call.tool, input=call.input)
+_sorted_json = json.JSONEncoder(sort_keys=True, default=repr).encode
+"""`json.dumps(value, sort_keys=True, default=repr)`, without making an encoder per call."""
 
 
 def _key(call: Call) -> str:
     """A call's tool and input as one string: equal for equal inputs, whatever their key order."""
-    return call.tool + "\0" + json.dumps(call.input, sort_keys=True, default=repr)
+    return call.tool + "\0" + _sorted_json(call.input)
 
 
 def _repeat(repeats: int, earlier: tuple[str, str] | None) -> str:
@@ -155,9 +167,10 @@ def _repeat(repeats: int, earlier: tuple[str, str] | None) -> str:
     if earlier is None:  # not reached: an identical call that was let run has its result first
         return "error: this call repeats an earlier call (the same tool and input), so it was not run again"
     call_id, text = earlier
+    # The earlier result first: a small model answering next copies from the start of it.
     return (
-        f"error: this call repeats {call_id} (the same tool and input), which ran {ran} "
-        f"(limits.repeats={repeats}), so it was not run again. The result of {call_id}: {text}"
+        f"error: {text}\n(that is the result of {call_id}; this call repeats it, the same tool and input, "
+        f"which ran {ran}: limits.repeats={repeats}, so it was not run again)"
     )
 
 

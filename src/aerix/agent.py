@@ -304,11 +304,20 @@ class Agent:
             calls = tuple([Call(id=self._new_id(), tool=c.tool, input=c.input) for c in turn.calls])
             yield TurnEvent(turn=run.generation, calls=calls, thought=turn.thought)
             results: list[tuple[str, str, str]] = []
-            async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
-                async for ev in played:  # each call's `call` event, then (or later) its `result`
-                    if isinstance(ev, ResultEvent):
-                        results.append((ev.id, ev.tool, ev.text))
-                    yield ev
+            run.seen.repeated = False
+            if not self._calls.concurrent:  # one at a time: each call's `call` event, then its `result`
+                for call in calls:
+                    step = await self._calls.plan(call, run.seen)
+                    yield step.event()
+                    result = await self._calls.finish(step, run.seen, run.signal)
+                    results.append((result.id, result.tool, result.text))
+                    yield result
+            else:
+                async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
+                    async for ev in played:  # every `call` event, then the `result`s in call order
+                        if isinstance(ev, ResultEvent):
+                            results.append((ev.id, ev.tool, ev.text))
+                        yield ev
             if run.seen.repeated:  # a call past `limits.repeats`: the next turn may only answer
                 run.choice = "none"
             self._commit(run, render_results(results, turn.dropped))

@@ -378,6 +378,10 @@ class _Waker:
             os.read(self._read, 4096)
         except BlockingIOError:
             pass
+        self.collect()
+
+    def collect(self) -> None:  # the loop's thread
+        """Deliver the calls finished so far (their bytes are read by the next `_drain`)."""
         done = self._done
         while done:
             _deliver(*done.popleft())
@@ -425,6 +429,8 @@ class _Workers:
             inbox = SimpleQueue()
             threading.Thread(target=self._work, args=(inbox,), name="aerix-tool", daemon=True).start()
         inbox.put((loop, waker, fut, contextvars.copy_context(), fn, args))
+        if waker is not None:  # a fast call is often done by now (its worker ran while the loop
+            waker.collect()  # wrote): then it needs no wake-up of the loop's thread
         return fut
 
     def _waker(self, loop: asyncio.AbstractEventLoop) -> _Waker | None:
@@ -468,6 +474,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_workers.forget)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+"""Types whose values are never awaitable (exactly these: a subclass may define `__await__`)."""
+
+
 async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str, bool]:
     """Check the input, run the tool and turn its outcome into result text.
 
@@ -485,11 +495,14 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
         if t.is_async:
             value = await t.run(input, cx)
         else:
-            value, ok = await _workers.run(t.run, input, cx)
+            job = _workers.run(t.run, input, cx)
+            if job.done():  # finished already: still let the loop run once, as it would to deliver it
+                await asyncio.sleep(0)  # (an abort, a timeout or another task gets its turn here)
+            value, ok = await job
             if not ok:
                 raise value
-            if inspect.isawaitable(value):  # a plain function that returned a coroutine
-                value = await value
+            if type(value) not in _PLAIN and inspect.isawaitable(value):  # a plain function that
+                value = await value  # returned a coroutine
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is None or task.cancelling():

@@ -137,6 +137,21 @@ def test_leaving_a_span_under_way_costs_what_copying_gains() -> None:
     assert b.apply(np.zeros(6, dtype=np.float32)).tolist() == [0.0] * 6
 
 
+def test_an_empty_string_copies_nothing() -> None:
+    pieces = ['"', '""', "Vel", "V"]
+    b = ValueBias("What is the capital of Veloria?", copy=2.5, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"country":"')
+    out = b.apply(np.zeros(4, dtype=np.float32)).tolist()
+    assert out[pieces.index('"')] == -2.5  # closing at once: an empty value
+    assert out[pieces.index("Vel")] == 2.5 and out[pieces.index("V")] == 2.5
+    b = ValueBias("What is the capital of Veloria?", copy=2.5, close=0.0, piece=pieces.__getitem__)
+    b.feed(b'{"country":')
+    assert b.apply(np.zeros(4, dtype=np.float32))[pieces.index('""')] == -2.5
+    off = ValueBias("What is the capital of Veloria?", copy=0.0, close=2.0, piece=pieces.__getitem__)
+    off.feed(b'{"country":"')
+    assert off.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0] * 4  # copy_bias=0: no nudge
+
+
 # -- flags the request mentions, and optional fields it does not give ---------
 
 
@@ -295,7 +310,9 @@ def test_an_optional_value_the_request_says_in_other_words_is_supported() -> Non
 
 def percent_bias(source: str, keys: tuple[str, ...] = (), key: str = "rate") -> ValueBias:
     kept = {k: {-2} for k in keys}
-    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, kept_scales=kept)
+    b = ValueBias(
+        source, copy=2.5, close=0.0, piece=PIECES.__getitem__, kept_scales=kept, convert_values=True
+    )
     b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":')
     return b
 
@@ -366,10 +383,10 @@ def test_a_percentage_is_only_looked_for_where_a_number_field_may_take_it() -> N
     assert kept.starts_number("2")  # it takes percentages, not millions
     assert kept.scaled("5,") is None and kept.scaled("2}") == "2000000"
     assert not percent_bias("at five").starts_number("5")  # no percentage
-    top = ValueBias("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__)
+    top = ValueBias("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__, convert_values=True)
     top.feed(b'{"rate":')
     assert not top.starts_number("5")  # not in a tool's input
-    off = ValueBias("at 5%", copy=0.0, close=2.0, piece=PIECES.__getitem__)
+    off = ValueBias("at 5%", copy=0.0, close=2.0, piece=PIECES.__getitem__, convert_values=True)
     off.feed(b'{"calls":[{"tool":"t","input":{"rate":')
     assert not off.starts_number("5")  # the copy bias is off
     b.feed(b"5")
@@ -426,7 +443,10 @@ def test_a_number_named_for_a_field_gets_the_copy_bias_twice_there_and_none_in_a
 
 
 def date_bias(source: str, key: str = "date") -> ValueBias:
-    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, date_formats={"date": "%Y-%m-%d"})
+    formats = {"date": "%Y-%m-%d"}
+    b = ValueBias(
+        source, copy=2.5, close=0.0, piece=PIECES.__getitem__, date_formats=formats, convert_values=True
+    )
     b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":"')
     return b
 
@@ -465,7 +485,12 @@ def test_each_date_is_written_once_and_only_in_date_fields() -> None:
     b.feed(b"J")
     assert not b.starts_date()  # not at the start of the value
     off = ValueBias(
-        "on July 10, 2022", copy=0.0, close=2.0, piece=PIECES.__getitem__, date_formats={"date": "%Y"}
+        "on July 10, 2022",
+        copy=0.0,
+        close=2.0,
+        piece=PIECES.__getitem__,
+        date_formats={"date": "%Y"},
+        convert_values=True,
     )
     off.feed(b'{"calls":[{"tool":"t","input":{"date":"')
     assert not off.starts_date()  # part of the copy bias
@@ -492,6 +517,7 @@ def test_the_numbers_of_a_date_written_in_its_format_are_taken_with_it() -> None
         close=0.0,
         piece=pieces.__getitem__,
         date_formats={"day": "%Y-%m-%d"},
+        convert_values=True,
     )
     b.feed(b'{"calls":[{"tool":"t","input":{"day":"')
     assert b.dated('July 10, 2022"') == "2022-07-10"
@@ -576,7 +602,8 @@ def value_bias(source: str, pieces: list[str], text: bytes, **options: Any) -> V
 def unit_bias(source: str, description: str, integer: bool = True, key: str = "height") -> ValueBias:
     unit = field_unit(key, description)
     assert unit is not None
-    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, units={key: (unit, integer)})
+    units = {key: (unit, integer)}
+    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, units=units, convert_values=True)
     b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":')
     return b
 
@@ -610,7 +637,7 @@ def test_a_converted_quantity_is_taken_with_its_numbers() -> None:
     assert b.scaled("5,") == "70"
     assert not b.starts_number("5")  # nothing left to convert
     assert b.scaled("10,") is None
-    plain = ValueBias("height 5ft 10in", copy=2.5, close=0.0, piece=PIECES.__getitem__)
+    plain = ValueBias("height 5ft 10in", copy=2.5, close=0.0, piece=PIECES.__getitem__, convert_values=True)
     plain.feed(b'{"calls":[{"tool":"t","input":{"height":')
     assert not plain.starts_number("5")  # a field that names no unit
     assert plain.scaled("5,") is None

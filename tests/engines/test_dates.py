@@ -118,16 +118,32 @@ def test_a_formats_order_of_day_and_month_is_known_only_with_the_year_last(
 # -- a date written in its field's format means what the user said -------------------
 
 
-def dated(description: str, source: str, value: str) -> str | None:
-    """What the value rules write in a string field of `description` whose value the model
-    starts with `value` (then a closing quote), the user's message being `source`."""
+def date_bias(description: str, source: str, convert_values: bool) -> ValueBias:
+    """The value rules in a string field of `description`, the user's message being `source`,
+    at the start of that field's value."""
     schema = {
         "type": "object",
         "properties": {"day": {"type": "string", "description": description}},
         "required": ["day"],
     }
-    bias = value_bias(schema, source, copy=2.5, close=0.0, piece=lambda _: "", check_optional=False)
+    bias = value_bias(
+        schema,
+        source,
+        copy=2.5,
+        close=0.0,
+        piece=lambda _: "",
+        check_optional=False,
+        convert_values=convert_values,
+    )
     bias.feed(b'{"calls":[{"tool":"t","input":{"day":"')
+    return bias
+
+
+def dated(description: str, source: str, value: str) -> str | None:
+    """What the value rules (with `convert_values`) write in a string field of `description`
+    whose value the model starts with `value` (then a closing quote), the user's message
+    being `source`."""
+    bias = date_bias(description, source, convert_values=True)
     assert bias.starts_date()
     return bias.dated(value + '"}')
 
@@ -187,7 +203,14 @@ def test_no_date_is_reinterpreted(fmt: str, user: str) -> None:
     [given] = find_dates(user)
     meant = given.read(day_first(fmt))
     for value in ["2025", user, *(d.strftime(fmt) for d in given.readings), "2021-01-01"]:
-        bias = ValueBias(f"on {user} please", copy=1.0, close=0.0, piece=str, date_formats={"day": fmt})
+        bias = ValueBias(
+            f"on {user} please",
+            copy=1.0,
+            close=0.0,
+            piece=str,
+            date_formats={"day": fmt},
+            convert_values=True,
+        )
         bias.feed(b'{"calls":[{"tool":"t","input":{"day":"')
         written = bias.dated(value + '"') or value  # None: the model's value stays
         if meant is None:
@@ -195,3 +218,12 @@ def test_no_date_is_reinterpreted(fmt: str, user: str) -> None:
         else:
             [back] = find_dates(written)
             assert back.read(day_first(fmt)) == meant, (value, written)
+
+
+@pytest.mark.parametrize("description", [DAY_FIRST, MONTH_FIRST, ISO])
+@pytest.mark.parametrize("value", ["03/04/2025", "04/03/2025", "2025-04-03", "2025"])
+def test_without_convert_values_no_date_is_rewritten(description: str, value: str) -> None:
+    """By default the date rule writes nothing: the model's own value stays, whatever it is."""
+    bias = date_bias(description, "Book it for 03/04/2025.", convert_values=False)
+    assert not bias.starts_date()
+    assert bias.dated(value + '"}') is None

@@ -40,12 +40,21 @@ class FakeLookahead:
         text, log_p = self.values.get(token if isinstance(token, int) else token[0], ("", 0.0))
         return Ahead(text, log_p, ended=True)
 
+    def judged(self, stopped: Any, constrained: Any, bias: Any, token: Any, judge: Any) -> bool:
+        return bool(judge(self.ahead(stopped, constrained, bias, token).text))
+
     def allowed(self, constrained: Any, text: str | None, room: int | None) -> list[int]:
         return [] if text is None or text not in PIECES else [PIECES.index(text)]
 
 
-def step(written: str, lookahead: FakeLookahead | None = None, *, temperature: float = 0.0) -> Step:
-    bias = ValueBias(SOURCE, copy=2.5, close=2.0, piece=PIECES.__getitem__)
+def step(
+    written: str,
+    lookahead: FakeLookahead | None = None,
+    *,
+    temperature: float = 0.0,
+    convert_values: bool = False,
+) -> Step:
+    bias = ValueBias(SOURCE, copy=2.5, close=2.0, piece=PIECES.__getitem__, convert_values=convert_values)
     bias.feed(written.encode())
     return Step(
         bias=bias,
@@ -60,10 +69,8 @@ def step(written: str, lookahead: FakeLookahead | None = None, *, temperature: f
 
 
 def test_the_hooks_follow_the_options() -> None:
-    names = [
-        type(h).__name__
-        for h in default_hooks(copy_bias=2.5, close_bias=2, string_choices=3, check_optional=True)
-    ]
+    options: dict[str, Any] = {"copy_bias": 2.5, "close_bias": 2, "string_choices": 3, "check_optional": True}
+    names = [type(h).__name__ for h in default_hooks(**options, convert_values=True)]
     assert names == [
         "ValueNudges",
         "StringChoices",
@@ -71,6 +78,15 @@ def test_the_hooks_follow_the_options() -> None:
         "DecodedAhead",
         "OptionalFieldOffer",
     ]
+    # By default nothing writes a value the model did not choose: no DecodedAhead.
+    assert [type(h).__name__ for h in default_hooks(**options)] == [
+        "ValueNudges",
+        "StringChoices",
+        "OptionalFieldCheck",
+        "OptionalFieldOffer",
+    ]
+    no_copy = default_hooks(**{**options, "copy_bias": 0}, convert_values=True)
+    assert "DecodedAhead" not in [type(h).__name__ for h in no_copy]  # part of the copy bias
     assert default_hooks(copy_bias=0, close_bias=0, string_choices=1, check_optional=False) == ()
     only_close = default_hooks(copy_bias=0, close_bias=2, string_choices=1, check_optional=False)
     assert [type(h).__name__ for h in only_close] == ["ValueNudges"]  # nothing is decoded ahead
@@ -126,9 +142,13 @@ def test_the_optional_field_check_closes_an_unsupported_field() -> None:
 
 def test_decoded_ahead_writes_a_percentage_as_its_fraction() -> None:
     five = PIECES.index("5")
-    s = step('{"calls":[{"tool":"w","input":{"discount":', FakeLookahead({five: ("5,", 0.0)}))
+    look = FakeLookahead({five: ("5,", 0.0)})
+    s = step('{"calls":[{"tool":"w","input":{"discount":', look, convert_values=True)
     assert DecodedAhead().active(s)
     assert DecodedAhead().write(s, five) == [PIECES.index("0.05")]
+    # Without convert_values the rules write nothing, even where the hook is in the list.
+    plain = step('{"calls":[{"tool":"w","input":{"discount":', look)
+    assert DecodedAhead().write(plain, five) is None
     assert DecodedAhead().write(step('{"calls":[{"tool":"w","input":{"city":"'), PIECES.index("San")) is None
 
 

@@ -177,6 +177,28 @@ def test_check_optional_must_be_a_bool(tiny_gguf: Path, value: object) -> None:
     assert info.value.kind == "options"
 
 
+@pytest.mark.parametrize("value", [1, 0, "yes", None])
+def test_convert_values_must_be_a_bool(tiny_gguf: Path, value: object) -> None:
+    with pytest.raises(AerixError, match=f"convert_values must be True or False, got {value!r}") as info:
+        LlamaCpp(tiny_gguf, convert_values=value)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
+
+
+def test_only_convert_values_lets_a_hook_write_values_the_model_did_not_choose(tiny_gguf: Path) -> None:
+    for options, writes in (
+        ({}, False),
+        ({"convert_values": True}, True),
+        ({"convert_values": False}, False),
+    ):
+        engine = LlamaCpp(tiny_gguf, n_ctx=256, **options)
+        try:
+            names = [type(h).__name__ for h in engine._decoder.hooks]
+        finally:
+            engine.close()
+        assert ("DecodedAhead" in names) is writes, options
+        assert "ValueNudges" in names  # the nudges stay on either way
+
+
 @pytest.mark.parametrize("value", [0, -3, 2.0, True, "3", None])
 def test_string_choices_must_be_a_whole_number_from_one(tiny_gguf: Path, value: object) -> None:
     with pytest.raises(

@@ -215,7 +215,7 @@ async def terms(engine: LlamaCpp, rate: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_percentage_is_written_as_the_fraction_it_means() -> None:
-    engine = load("smollm2-instruct", n_ctx=2048)
+    engine = load("smollm2-instruct", n_ctx=2048, convert_values=True)  # the rules that write
     unbiased = load("smollm2-instruct", n_ctx=2048, copy_bias=0)
     try:
         assert (await terms(unbiased, {"type": "number"}))["rate"] == 4.5  # the trap: the digits it sees
@@ -262,7 +262,7 @@ async def country(engine: LlamaCpp, population: dict[str, Any], area: bool = Tru
 
 
 async def test_a_number_given_in_millions_is_written_whole() -> None:
-    engine = load("smollm2-instruct", n_ctx=2048)
+    engine = load("smollm2-instruct", n_ctx=2048, convert_values=True)  # the rules that write
     unbiased = load("smollm2-instruct", n_ctx=2048, copy_bias=0)
     try:
         # The trap (no area: the model would write its digits until max_tokens).
@@ -289,7 +289,7 @@ async def measures(engine: LlamaCpp, height: str, duration: str) -> dict[str, An
 
 
 async def test_a_quantity_is_written_in_the_unit_its_field_asks_for() -> None:
-    engine = load("smollm2-instruct", n_ctx=2048)
+    engine = load("smollm2-instruct", n_ctx=2048, convert_values=True)  # the rules that write
     try:
         # The trap: fields that name no unit get the numbers as the user wrote them.
         assert await measures(engine, "The height.", "The ride's length.") == {"height": 5, "ride": 3}
@@ -318,7 +318,7 @@ async def test_a_name_is_copied_whole(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_date_is_written_in_the_format_its_field_asks_for() -> None:
-    engine = load("smollm2-instruct", n_ctx=2048)
+    engine = load("smollm2-instruct", n_ctx=2048, convert_values=True)  # the rules that write
     request = "What did Albert Einstein publish on March 17, 1915?"
 
     async def day(description: str) -> str:

@@ -5,21 +5,27 @@ answering by the first key it writes, and that choice barely depends on
 whether the tools fit the request (SmolLM2-135M: an AUC of 0.59 between
 requests that need a tool and requests no tool can serve). Its likelihoods
 know better. For each tool, compare how likely the model finds the tool's
-description after the request with how likely it finds it after an empty
-one, in the model's own chat template:
+text after the request with how likely it finds it after an empty one, in
+the model's own chat template:
 
-    fit(tool) = mean over the description's tokens of
+    fit(tool) = mean over the first HEAD tokens of "name: description" of
                 log p(token | request, "A tool for this request:")
               - log p(token | empty request, "A tool for this request:")
 
-A description the request makes more likely (pointwise mutual information,
-per token) fits it. The score of a tool set is the best tool's. The scores
-run on a small llama.cpp context of their own, so the engine's KV cache (and
-its prefix reuse) is left alone.
+A text the request makes more likely (pointwise mutual information, per
+token) fits it. The score of a tool set is the best tool's. Only the first
+tokens count: most of the request's evidence sits in the name and the first
+words (on BFCL's tuning part a fitting tool's tokens score +1.3 on average in
+the first 8, +0.3 to +0.5 in the next 24, an unfitting one's about 0), and
+with a sentence of unrelated context after the request this head kept its
+calls where the mean over every token lost a third of them
+(docs/quality.md, "fit-curve"). The scores run on a small llama.cpp context
+of their own, so the engine's KV cache (and its prefix reuse) is left alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,12 +33,20 @@ import numpy as np
 
 from ._llama import ScoringContext
 
-__all__ = ["LEAD", "FitScorer"]
+__all__ = ["HEAD", "LEAD", "FitScorer", "combine"]
 
 LEAD = "A tool for this request:\n"
 """The assistant's words before a tool's description is scored."""
+HEAD = 16
+"""How many of a tool text's first tokens are scored (`combine`)."""
 _BASELINES = 1024
 """How many tools' baselines are kept (then they are forgotten and computed again)."""
+
+
+def combine(fits: Sequence[np.ndarray]) -> float:
+    """A tool set's score from its tools' per-token scores (`FitScorer.token_scores`): the best
+    tool's mean over its first `HEAD` tokens; -inf without tools."""
+    return max((float(np.mean(f[:HEAD])) for f in fits), default=-math.inf)
 
 
 class FitScorer:
@@ -42,7 +56,10 @@ class FitScorer:
         llama: The engine's model (its weights are shared, not copied).
         render: The chat template: messages to prompt text, ending with the assistant's opener.
         tokenize: Text to tokens (`tokenize(text, add_bos)`, special tokens parsed).
-        n_ctx: The scoring context's length; longer texts are cut from the left.
+        n_ctx: The scoring context's length; longer requests are cut from the left.
+        head: How many of a text's first tokens are scored (at most `n_ctx // 4`). A token's
+            score does not depend on the tokens after it, so `combine` reads the same
+            scores from a longer head.
     """
 
     def __init__(
@@ -51,31 +68,36 @@ class FitScorer:
         render: Callable[[list[Any]], str],
         tokenize: Callable[[bytes, bool], list[int]],
         n_ctx: int = 512,
+        head: int = HEAD,
     ) -> None:
         self._ctx = ScoringContext(llama, n_ctx)
         self._n_ctx = n_ctx
+        self._head = min(head, n_ctx // 4)
         self._render = render
         self._tokenize = tokenize
         self._cached: list[int] = []
         self._empty: list[int] | None = None
         """The prompt of the empty request (the baselines'), once needed."""
-        self._baselines: dict[str, float] = {}
-        """log p(tool text | empty request), by tool text."""
+        self._baselines: dict[str, np.ndarray] = {}
+        """log p(each token of a text | empty request), by text."""
 
     def close(self) -> None:
         """Free the scoring context."""
         self._ctx.close()
 
     def score(self, request: str, tools: Sequence[str]) -> float:
-        """The best fit of `tools` (each a tool's name and description) to `request`; -inf if none."""
+        """The fit of `tools` (each a tool's name and description) to `request`; -inf if none."""
+        return combine(self.token_scores(request, tools))
+
+    def token_scores(self, request: str, tools: Sequence[str]) -> list[np.ndarray]:
+        """Each tool's per-token scores over its first `head` tokens, log p(token | request) -
+        log p(token | empty request); tools that tokenise to nothing are left out."""
         given = self._prompt(request)
-        targets = [
-            (text, t) for text in tools if (t := self._tokenize(text.encode(), False)[: self._n_ctx // 4])
-        ]
-        # The request's prefix first, for every tool (its KV is reused); then the baselines,
+        targets = [(text, t) for text in tools if (t := self._tokenize(text.encode(), False)[: self._head])]
+        # The request's prefix first, for every text (its KV is reused); then the baselines,
         # which do not depend on the request and are kept.
-        given_lp = [self._logprob(given, target) for _, target in targets]
-        best = -np.inf
+        given_lp = [self._logprobs(given, target) for _, target in targets]
+        scores = []
         for (text, target), lp in zip(targets, given_lp, strict=True):
             base = self._baselines.get(text)
             if base is None:
@@ -83,16 +105,16 @@ class FitScorer:
                     self._baselines.clear()
                 if self._empty is None:
                     self._empty = self._prompt("")
-                base = self._baselines[text] = self._logprob(self._empty, target)
-            best = max(best, (lp - base) / len(target))
-        return float(best)
+                base = self._baselines[text] = self._logprobs(self._empty, target)
+            scores.append(lp - base)
+        return scores
 
     def _prompt(self, request: str) -> list[int]:
         """The tokens before a tool's text: the request in the chat template, then `LEAD`."""
         return self._tokenize((self._render([{"role": "user", "content": request}]) + LEAD).encode(), True)
 
-    def _logprob(self, prefix: list[int], target: list[int]) -> float:
-        """log p(target | prefix), summed over the target's tokens."""
+    def _logprobs(self, prefix: list[int], target: list[int]) -> np.ndarray:
+        """log p(each token of target | prefix and the target's tokens before it)."""
         prefix = prefix[-(self._n_ctx - len(target)) :]
         tokens = prefix + target
         reuse = 0
@@ -109,4 +131,5 @@ class FitScorer:
         logits = rows[: len(target)].astype(np.float64)
         top = logits.max(axis=1)
         norm = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
-        return float((logits[np.arange(len(target)), target] - norm).sum())
+        lp: np.ndarray = logits[np.arange(len(target)), target] - norm
+        return lp

@@ -20,7 +20,9 @@ of the JSON written so far and of the user's messages is the step's
 `ValueBias`; the hooks' look-ahead is the step's `Lookahead`. Each hook can
 be tested alone with a fake step, and removed by leaving it out of the list
 (`LlamaCpp`'s options do that: `copy_bias=0, close_bias=0`,
-`string_choices=1`, `check_optional=False`).
+`string_choices=1`, `check_optional=False`). `DecodedAhead`, the one hook that
+writes a value in a form the model did not choose, runs only with
+`convert_values=True`; the others nudge or choose among the model's own tokens.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ class Step:
     def ahead(self, token: int | list[int], choice: bool = False) -> Any:
         """`Lookahead.ahead` from `token`, for this step."""
         return self.lookahead.ahead(self.stopped, self.constrained, self.bias, token, choice)
+
+    def judged(self, token: int | list[int], judge: Callable[[str], bool]) -> bool | None:
+        """`Lookahead.judged` from `token`, for this step: `judge` of the text `ahead` gives."""
+        return self.lookahead.judged(self.stopped, self.constrained, self.bias, token, judge)
 
     def allowed(self, text: str | None) -> list[int]:
         """The tokens of `text` if the schema allows them next and they fit in `room`; else `[]`."""
@@ -170,15 +176,16 @@ class OptionalFieldCheck(DecodeHook):
         closer = bias.closer(step.logits, piece)
         if closer is None:
             return token
-        ahead = step.ahead(token)
-        return token if ahead is None or bias.supports(ahead.text) else closer
+        return closer if step.judged(token, bias.supports) is False else token
 
 
 class DecodedAhead(DecodeHook):
     """A value decoded ahead and written in the form its field asks for: the number a
     scaled one means ("0.05" for "5%", "70" for "5ft 10in" in inches: `ValueBias.scaled`),
     which the model may then end but not go on with, or a date in its field's format,
-    with the closing quote (`ValueBias.dated`)."""
+    with the closing quote (`ValueBias.dated`). Opt-in (`convert_values`): it writes
+    values the model did not choose, and the `ValueBias` too must have been built with
+    `convert_values` for it to act."""
 
     def active(self, step: Step) -> bool:
         return step.bias.active
@@ -211,14 +218,19 @@ class OptionalFieldOffer(DecodeHook):
         tokens = step.allowed(bias.suggest(step.piece(token)))
         if not tokens:
             return None
-        ahead = step.ahead(tokens)
-        return tokens if ahead is not None and bias.supports(ahead.text) else None
+        return tokens if step.judged(tokens, bias.supports) else None
 
 
 def default_hooks(
-    *, copy_bias: float, close_bias: float, string_choices: int, check_optional: bool
+    *,
+    copy_bias: float,
+    close_bias: float,
+    string_choices: int,
+    check_optional: bool,
+    convert_values: bool = False,
 ) -> tuple[DecodeHook, ...]:
-    """The hooks of `LlamaCpp`'s options, in the order they run."""
+    """The hooks of `LlamaCpp`'s options, in the order they run; `DecodedAhead` only with
+    `convert_values` (and a copy bias)."""
     hooks: list[DecodeHook] = []
     if copy_bias or close_bias:
         hooks += [ValueNudges()]
@@ -226,7 +238,7 @@ def default_hooks(
         hooks += [StringChoices(string_choices)]
     if check_optional:
         hooks += [OptionalFieldCheck()]
-    if copy_bias:
+    if copy_bias and convert_values:
         hooks += [DecodedAhead()]
     if check_optional:
         hooks += [OptionalFieldOffer()]

@@ -4,7 +4,10 @@ Some decode hooks judge a value by its whole text before the model commits to
 it (an optional field the user never gave, the likeliest of several strings,
 a number to write in another scale). The look-ahead decodes it greedily, with
 the biases, on copies of the constraint and of the biases' state, evaluating
-on the real KV cache, and cuts the cache back afterwards.
+on the real KV cache, and cuts the cache back afterwards. A hook that only
+judges the value (`judged`) gets its answer without a model evaluation where
+every token the schema allows next ends the value with the same answer (an
+enum, `true` or `false`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 
 from ._cache import KvCache
 from ._constraint import Constrained
-from ._sampling import mask_logits
+from ._sampling import allowed_bits, mask_logits
 from ._vocab import Vocab
 from .rules import ValueBias
 
@@ -26,6 +29,9 @@ __all__ = ["LOOKAHEAD", "Ahead", "Lookahead", "log_norm"]
 
 LOOKAHEAD = 48
 """The most tokens decoded ahead to read a value."""
+SETTLE = 32
+"""The most tokens the schema may allow next for `judged` to try each of them instead of
+evaluating the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,35 @@ class Lookahead:
         with its log-probability. `None` if the model would end the generation. `stopped`
         (an abort) stops it at once, with what was decoded so far.
         """
+        found = self._decode(stopped, constrained, bias, token, choice, None)
+        assert not isinstance(found, bool)
+        return found
+
+    def judged(
+        self,
+        stopped: Callable[[], bool],
+        constrained: Constrained,
+        bias: ValueBias,
+        token: int | list[int],
+        judge: Callable[[str], bool],
+    ) -> bool | None:
+        """`judge` of the text of `ahead(stopped, constrained, bias, token)`; `None` where that
+        is `None`. The same answer, sooner: where every token the schema allows next ends
+        the value and `judge` gives them all the same answer, that is the answer, with no
+        model evaluation (the value of an optional enum or boolean field).
+        """
+        found = self._decode(stopped, constrained, bias, token, False, judge)
+        return found if found is None or isinstance(found, bool) else judge(found.text)
+
+    def _decode(
+        self,
+        stopped: Callable[[], bool],
+        constrained: Constrained,
+        bias: ValueBias,
+        token: int | list[int],
+        choice: bool,
+        judge: Callable[[str], bool] | None,
+    ) -> Ahead | bool | None:
         cache = self._cache
         n0, depth, ended = cache.n_tokens, bias.depth, bias.ended
         ahead, fork = constrained.fork(), bias.fork()
@@ -81,7 +116,7 @@ class Lookahead:
         log_p = 0.0
         pending = [token] if isinstance(token, int) else token
         try:
-            for _ in range(LOOKAHEAD):
+            for i in range(LOOKAHEAD):
                 ahead.consume(pending)
                 forced = ahead.forced()
                 ahead.consume(forced)
@@ -93,8 +128,13 @@ class Lookahead:
                     return Ahead(text.decode(errors="replace"), log_p, ended=True)
                 if cache.n_tokens + len(batch) >= cache.n_ctx or stopped():
                     break
+                mask = ahead.fill_mask()
+                if judge is not None and i < LOOKAHEAD - 1:  # at the last step, no next token is read
+                    settled = self._settled(ahead, bias, depth, text, judge)
+                    if settled is not None:
+                        return settled
                 cache.eval(batch)
-                step = fork.apply(mask_logits(cache.logits(), ahead.fill_mask()))
+                step = fork.apply(mask_logits(cache.logits(), mask))
                 sampled = int(np.argmax(step))
                 if self._vocab.is_end(sampled):
                     return None
@@ -104,6 +144,33 @@ class Lookahead:
         finally:
             cache.cut(n0)
         return Ahead(text.decode(errors="replace"), log_p, ended=False)
+
+    def _settled(
+        self, ahead: Constrained, bias: ValueBias, depth: int, text: bytes, judge: Callable[[str], bool]
+    ) -> bool | None:
+        """The answer of `judge` if every token allowed next (`ahead.mask`, filled) ends the
+        value with the same answer, as the look-ahead's next token would; else `None`."""
+        allowed = np.flatnonzero(allowed_bits(ahead.mask, self._vocab.size))
+        if not 0 < allowed.size <= SETTLE:
+            return None
+        answer: bool | None = None
+        for token in allowed.tolist():
+            if self._vocab.is_end(token):
+                return None
+            after, fork = ahead.fork(), bias.fork()
+            after.consume([token])
+            forced = after.forced()
+            after.consume(forced)
+            batch = [token, *forced]
+            data = text + b"".join(self._vocab.piece(t)[1] for t in batch)
+            fork.feed(data)
+            if not (fork.value_ended(depth) or after.done):
+                return None
+            verdict = judge(data.decode(errors="replace"))
+            if answer is not None and verdict != answer:
+                return None
+            answer = verdict
+        return answer
 
     def allowed(self, constrained: Constrained, text: str | None, room: int | None) -> list[int]:
         """The tokens of `text`, if the schema allows them next and they fit in `room`

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Sampling", "TextStream", "mask_logits", "sample"]
+__all__ = ["Sampling", "TextStream", "allowed_bits", "mask_logits", "sample"]
 
 Logits = npt.NDArray[np.float32]
 Bitmask = npt.NDArray[np.int32]
@@ -39,10 +39,16 @@ def _allowed(mask: Bitmask, token: int) -> bool:
     return bool((int(mask[token >> 5]) >> (token & 31)) & 1)
 
 
+def allowed_bits(mask: Bitmask, n: int) -> npt.NDArray[np.bool_]:
+    """The mask's first `n` bits, one bool per token (a view of the unpacked bytes)."""
+    return np.unpackbits(mask.view(np.uint8), count=n, bitorder="little").view(np.bool_)
+
+
 def mask_logits(logits: Logits, mask: Bitmask) -> Logits:
     """A copy of the logits with the tokens the mask forbids at minus infinity."""
-    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: logits.shape[0]]
-    return np.where(bits.astype(bool), logits, np.float32(-np.inf))
+    out = np.full_like(logits, -np.inf)
+    np.copyto(out, logits, where=allowed_bits(mask, logits.shape[0]))
+    return out
 
 
 def sample(logits: Logits, s: Sampling, rng: np.random.Generator, mask: Bitmask | None = None) -> int:

@@ -54,8 +54,9 @@ CLOSE_BIAS = 2.0
 """The default `close_bias` (see `LlamaCpp`), in logits."""
 STRING_CHOICES = 3
 """The default `string_choices` (see `LlamaCpp`)."""
-FIT_THRESHOLD = 0.2
-"""The default `fit_threshold` (see `LlamaCpp`), in nats per token."""
+FIT_THRESHOLD = 0.36
+"""The default `fit_threshold` (see `LlamaCpp`), in nats per token: on BFCL's tuning part the
+lowest threshold that declines 90% of the irrelevance entries (docs/quality.md, "fit-curve")."""
 
 
 class LlamaCpp:
@@ -78,13 +79,9 @@ class LlamaCpp:
             are usually copied from the request), and take it off the others once a
             value is under way as a span. A number the messages name a field by ("a
             weight of 70 kg") gets it twice in that field and not at all in the
-            object's other number fields. A number the messages give only as a
-            percentage ("5%") is written as the fraction it means (0.05), one given in
-            millions ("213 million") as the whole number, unless its field takes that
-            scale, and a quantity in another unit than its field names in that unit
-            ("5ft 10in": 70 "in inches"). Fields of a series (`mass1`, `mass2`) take
+            object's other number fields. Fields of a series (`mass1`, `mass2`) take
             the values in order, and a string the model would end short of its name
-            goes on ("Louvre Museum"). 0 turns all this off.
+            goes on ("Louvre Museum"). 0 turns all this off (and `convert_values`).
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
@@ -98,6 +95,13 @@ class LlamaCpp:
             from each of this many likeliest first tokens and keep the likeliest whole
             value (greedy; drawn by the values' own likelihoods at a temperature above
             0); 1 turns it off.
+        convert_values: Under a constraint, with the copy bias on, write a value in the
+            form its field asks for instead of the model's: "5%" as 0.05, "213 million"
+            whole (unless the field takes that scale), a quantity in the field's unit
+            ("5ft 10in": 70 "in inches", "11 PM": 23), a date in the field's format
+            (never with another meaning: "03/04/2025" stays 3 April in a `dd/mm/yyyy`
+            field); and copy "quarterly" as 4. Tools' conventions, not the user's words:
+            off by default, when the rules only nudge.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -132,6 +136,7 @@ class LlamaCpp:
         close_bias: float = CLOSE_BIAS,
         check_optional: bool = True,
         string_choices: int = STRING_CHOICES,
+        convert_values: bool = False,
         fit_threshold: float | None = FIT_THRESHOLD,
         amx: bool = False,
         verbose: bool = False,
@@ -150,6 +155,8 @@ class LlamaCpp:
                 raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
         if not isinstance(check_optional, bool):
             raise AerixError("options", f"check_optional must be True or False, got {check_optional!r}")
+        if not isinstance(convert_values, bool):
+            raise AerixError("options", f"convert_values must be True or False, got {convert_values!r}")
         if isinstance(string_choices, bool) or not isinstance(string_choices, int) or string_choices < 1:
             raise AerixError(
                 "options", f"string_choices must be a whole number, 1 or more, got {string_choices!r}"
@@ -209,6 +216,7 @@ class LlamaCpp:
         self._biases = (float(copy_bias), float(close_bias))
         self._check_optional = check_optional
         self._string_choices = string_choices
+        self._convert_values = convert_values
         self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
         self._fit: FitScorer | None = None
         self._bos = self._template.bos_token.encode()
@@ -224,6 +232,7 @@ class LlamaCpp:
                 close_bias=close_bias,
                 string_choices=string_choices,
                 check_optional=check_optional,
+                convert_values=convert_values,
             ),
             jump_forward=jump_forward,
         )
@@ -302,11 +311,14 @@ class LlamaCpp:
     async def fit_score(self, request: str, tools: Sequence[str]) -> float:
         """How well the best of `tools` fits `request`, in nats per token; `-inf` for no tools.
 
-        The mean, over a tool's tokens, of how much more likely the model finds
-        the tool (`"name: description"`) after the request than after an empty
-        one, in its own chat template: above about 0.2 the request speaks of
-        what the tool does. Runs on a small context of its own: the KV cache of
-        `chat` is left as it was.
+        The mean, over the first 16 tokens of a tool (`"name: description"`), of
+        how much more likely the model finds each token after the request than
+        after an empty one, in its own chat template: from `FIT_THRESHOLD` on,
+        the request speaks of what the tool does. Only the first tokens count:
+        most of the request's evidence sits in the name and the first words,
+        and the head held up better than a mean over every token when requests
+        were reworded (docs/quality.md). Runs on a small context of its own: the
+        KV cache of `chat` is left as it was.
 
         Raises:
             TypeError: `request` or a tool is not a string.
@@ -458,6 +470,7 @@ class LlamaCpp:
             close=close,
             piece=self._vocab.piece_text,
             check_optional=self._check_optional,
+            convert_values=self._convert_values,
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:

@@ -27,8 +27,10 @@ def value_bias(
     close: float,
     piece: Callable[[int], str],
     check_optional: bool,
+    convert_values: bool = False,
 ) -> ValueBias:
-    """The value biases of one constrained generation under `schema`, copying from `source`."""
+    """The value biases of one constrained generation under `schema`, copying from `source`;
+    `convert_values` turns on the rules that write a value in another form (`ValueBias`)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
@@ -53,4 +55,5 @@ def value_bias(
         constants=names,
         constant_keys=name_keys,
         objects=object_keys(schema) if check_optional else (),
+        convert_values=convert_values,
     )

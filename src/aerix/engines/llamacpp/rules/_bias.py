@@ -9,7 +9,8 @@ likeliest tokens the schema allows, address that:
   keeps the value a span of the user's messages gets `copy` added to its
   logit. A span starts and ends at word boundaries (never inside a word or a
   number) and starts with a letter, a digit or a minus sign; a token that
-  closes the value is nudged only when the value is a whole span. Each
+  closes the value is nudged only when the value is a whole span (closing an
+  empty string costs `copy`: an empty value copies nothing). Each
   occurrence in the messages is copied once: once a value has taken it, it is
   not offered to the next one (`"x": 4, "y": 5` from "sides 4 and 5", not
   `"y": 4`), and a number whose every occurrence is taken gets `copy` taken
@@ -20,11 +21,12 @@ likeliest tokens the schema allows, address that:
   off: leaving a span costs what copying gains ("Liverpool", not "Liverly";
   `5000`, not `500`). A boolean whose key the messages mention
   (`avoid_tolls`: "toll roads avoided") is nudged towards `true`, or `false`
-  after a negation. A number the messages give only as a percentage is
-  written as its fraction, one given in millions as the whole number
-  (`starts_number`, `scaled`: the engine decodes it ahead), unless the field
-  takes that scale (`kept_scales`); a date in the format its field asks for
-  (`starts_date`, `dated`), and a quantity in the unit its field asks for
+  after a negation. With `convert_values` (off by default: these write a
+  value the model did not choose), a number the messages give only as a
+  percentage is written as its fraction, one given in millions as the whole
+  number (`starts_number`, `scaled`: the engine decodes it ahead), unless the
+  field takes that scale (`kept_scales`); a date in the format its field asks
+  for (`starts_date`, `dated`), and a quantity in the unit its field asks for
   ("5ft 10in": 70 in inches; `_units`). A number named for a field ("a
   weight of 70 kg", "a 7 days trip") gets `copy` once more in that field,
   and none in a sibling number field (`near`); a string field next to
@@ -104,9 +106,9 @@ class ValueBias(WrittenValues):
     Args:
         source: The text values may be copied from (the user's messages).
         copy: Added to each likely token that keeps a value a span of `source`; 0: off.
-            With it, a percentage of `source` copied into a number field is
-            written as the fraction it means, a number of millions as the number
-            (see `scaled`).
+            With it and `convert_values`, a percentage of `source` copied into a
+            number field is written as the fraction it means, a number of millions
+            as the number (see `scaled`).
         close: Added to the tokens that close an object whose remaining fields are
             optional, right after a value; 0: off.
         piece: A token's text.
@@ -129,6 +131,11 @@ class ValueBias(WrittenValues):
         constants: The string constants of the schema (a tool's name): a string made
             only of their words is no value.
         constant_keys: The keys of the fields that are such a constant (`tool`).
+        convert_values: Turn on the rules that write a value in a form the user did not
+            write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
+            a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
+            and read "quarterly" as 4 or "213 million" as 213000000 for the copy bias.
+            Off: the rules only nudge towards the user's own words.
     """
 
     def __init__(
@@ -146,15 +153,17 @@ class ValueBias(WrittenValues):
         series: Collection[str] = (),
         constants: Collection[str] = (),
         constant_keys: Collection[str] = (),
+        convert_values: bool = False,
     ) -> None:
+        self._convert = convert_values
         self._text = Spans(source)
-        numbers = number_text(source)
+        numbers = number_text(source, times_a_year=convert_values)
         self._scales = scales(numbers)
         """Where the numbers the messages give with a scale start: the number, and its power of ten."""
-        # "213 million" is also the span 213000000, for a model that writes it whole.
-        whole = [scaled_number(*given) for given in self._scales.values()]
+        # "213 million" is also the span 213000000, for a model that writes it whole (a conversion).
+        whole = [scaled_number(*given) for given in self._scales.values()] if convert_values else []
         self._numbers = Spans("\n".join([numbers, *(w for w in whole if "." not in w)]))
-        words = spelled(source)
+        words = spelled(source, times_a_year=convert_values)
         self._number_starts = [
             m.start()
             for m in _NUMBER_SPAN.finditer(numbers)
@@ -186,7 +195,7 @@ class ValueBias(WrittenValues):
         self._series = frozenset(series)
         self._constants = tuple(constants)
         self._constant_keys = frozenset(constant_keys)
-        self._quantities = quantities(numbers) if self._units else []
+        self._quantities = quantities(numbers) if self._units and convert_values else []
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -443,6 +452,9 @@ class ValueBias(WrittenValues):
                         logits[token] -= self._copy
                     continue
                 value, whole, number = hit
+                if whole and not value and not number:
+                    logits[token] -= self._copy  # an empty string copies nothing
+                    continue
                 if not number and self._uncopied(value, cursor.key, bare):
                     continue
                 copies = (self._numbers if number else self._text).match(value, whole)

@@ -106,6 +106,10 @@ _VALUE_WORD = re.compile(r"[^\W_]+")
 _SPELLED = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 """A number written as a word ("two"), from zero to twenty, as "twice" or "thrice", or as
 the times a year of "quarterly" and its like (`_TIMES_A_YEAR`)."""
+_PLAIN_SPELLED = re.compile(
+    r"\b(?:" + "|".join(w for w in _NUMBER_WORDS if w not in _TIMES_A_YEAR) + r")\b", re.IGNORECASE
+)
+"""`_SPELLED` but for the times a year: the number words that mean a number as written."""
 _SCALED = re.compile(
     r"(?<![\w.])-?\d+(?:\.\d+)?(?=\s?(%|percent\b|per cent\b|thousand\b|million\b|billion\b|trillion\b))",
     re.IGNORECASE,
@@ -246,16 +250,19 @@ def same_digits(written: str, given: str) -> bool:
     return written.lstrip("-").isdigit() and bool(digits(given)) and digits(written) == digits(given)
 
 
-def number_text(source: str) -> str:
+def number_text(source: str, times_a_year: bool = True) -> str:
     """`source` with its numbers as the number rules read them: without thousands
-    separators ("$2,000,000": 2000000) and in digits where written as words ("two": 2)."""
-    return _SPELLED.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _THOUSANDS.sub("", source))
+    separators ("$2,000,000": 2000000) and in digits where written as words ("two": 2);
+    with `times_a_year`, also the times a year that "quarterly" and its like mean (4: a
+    convention, not the user's words)."""
+    words = _SPELLED if times_a_year else _PLAIN_SPELLED
+    return words.sub(lambda m: _NUMBER_WORDS[m.group().lower()], _THOUSANDS.sub("", source))
 
 
-def spelled(source: str) -> frozenset[int]:
-    """Where `number_text(source)` has a number that `source` writes as a word ("two")."""
+def spelled(source: str, times_a_year: bool = True) -> frozenset[int]:
+    """Where `number_text(source, times_a_year)` has a number that `source` writes as a word ("two")."""
     text, shift, found = _THOUSANDS.sub("", source), 0, set()
-    for m in _SPELLED.finditer(text):
+    for m in (_SPELLED if times_a_year else _PLAIN_SPELLED).finditer(text):
         found.add(m.start() + shift)
         shift += len(_NUMBER_WORDS[m.group().lower()]) - len(m.group())
     return frozenset(found)

@@ -4,7 +4,9 @@ The `DecodedAhead` hook decodes a number or a date the model starts, and asks
 these rules what to write instead: the fraction a percentage means ("5%":
 0.05), a number given in millions written whole, a quantity converted to the
 field's unit ("5ft 10in": 70 in inches), a date in the field's format. They
-share `ValueBias`'s reading of the messages (it inherits them).
+share `ValueBias`'s reading of the messages (it inherits them), and act only
+with `convert_values` (`LlamaCpp(..., convert_values=True)`): each writes a
+value the model did not choose.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class WrittenValues:
     _text: Spans
     _numbers: Spans
     _copy: np.float32
+    _convert: bool
     _sealed: bool
     _kept: Mapping[str, frozenset[int]]
     _scales: Mapping[int, tuple[str, int]]
@@ -51,11 +54,12 @@ class WrittenValues:
     def starts_number(self, piece: str) -> bool:
         """Whether a token starts a number in a tool's input while a number the messages
         give with a scale ("5%", "213 million") is still free, in a scale that the field
-        does not take as written."""
+        does not take as written; never without `convert_values`."""
         c = self._cursor
         kept = self._kept.get(c.key, frozenset())
         return (
-            bool(self._copy)
+            self._convert
+            and bool(self._copy)
             and c.depth >= 2
             and c.at_literal
             and piece[:1] in NUMBER_START
@@ -72,9 +76,11 @@ class WrittenValues:
 
     def starts_date(self) -> bool:
         """Whether the next token is the first of a string value in a tool's input, for a
-        field that asks for dates in a format, while a date of the messages is still free."""
+        field that asks for dates in a format, while a date of the messages is still free;
+        never without `convert_values`."""
         return (
-            bool(self._copy)
+            self._convert
+            and bool(self._copy)
             and self.starts_string()
             and self._cursor.key in self._date_formats
             and any(self._text.is_free(d.start) for d in self._dates)
@@ -85,9 +91,9 @@ class WrittenValues:
         opening quote), in the field's format, if that value gives a free date of the
         messages as they wrote it ("March 11, 2022"), as a date ("2022-03-11" for
         "March 11, 2022"), or in part ("2022"); else `None`, also when the value is the
-        date in the format already. A value with no closing quote (the look-ahead
-        stopped first) is read as far as it goes. The date's occurrence is then taken,
-        and the numbers in it.
+        date in the format already, and always without `convert_values`. A value with
+        no closing quote (the look-ahead stopped first) is read as far as it goes. The
+        date's occurrence is then taken, and the numbers in it.
 
         The date means what the messages say, never another day: "03/04/2025" is
         3 April in a `dd/mm/yyyy` field and 4 March in a `mm/dd/yyyy` one, and is
@@ -95,7 +101,7 @@ class WrittenValues:
         (`yyyy-mm-dd`; see `Found.read`).
         """
         fmt = self._date_formats.get(self._cursor.key)
-        if fmt is None:
+        if fmt is None or not self._convert:
             return None
         string = _STRING.match('"' + text)
         value = text if string is None else string.group(1)  # no end: cut short by the look-ahead
@@ -126,14 +132,15 @@ class WrittenValues:
         """The number to write instead of the one that `text` starts with, if the messages
         give that number only with a scale that the field does not take as written
         ("5%": "0.05", "213 million": "213000000"), or in another unit than the one
-        the field asks for ("5ft 10in": "70" in inches, see `_converted`); else `None`.
+        the field asks for ("5ft 10in": "70" in inches, see `_converted`); else `None`
+        (always without `convert_values`).
         A number given in thousands or more also counts when written with zeros of the
         model's own ("850000000" for "8.5 million").
 
         The occurrence is then taken, as if copied.
         """
         number = _NUMBER_VALUE.match(text)
-        if number is None:
+        if number is None or not self._convert:
             return None
         written = number.group()
         found = self._numbers.free(written)

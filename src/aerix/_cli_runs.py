@@ -1,0 +1,164 @@
+"""The command's runs: one prompt (`aerix run`), a conversation (`aerix chat`), and Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any, TextIO
+
+import aerix
+from aerix import AbortController, AbortSignal, Agent
+
+from ._cli_flags import cli_hints
+from ._console import Printer
+
+__all__ = ["ABORT_REASON", "CtrlC", "chat", "run_prompt"]
+
+ABORT_REASON = "interrupted (Ctrl-C)"
+
+
+class CtrlC:
+    """While installed: the first Ctrl-C during a run aborts the run; any other Ctrl-C quits."""
+
+    def __init__(self) -> None:
+        self._controller: AbortController | None = None
+        self._previous: Any = None
+        self._installed = False
+        self._holding = False
+        self._held = False
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[AbortSignal]:
+        """A signal that the first Ctrl-C aborts, for one run."""
+        controller = AbortController()
+        self._controller = controller
+        try:
+            yield controller.signal
+        finally:
+            self._controller = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold a Ctrl-C until the block ends, then quit."""
+        self._holding, self._held = True, False
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._held:
+            raise KeyboardInterrupt
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self._holding:
+            self._held = True
+            return
+        controller = self._controller
+        if controller is not None and not controller.signal.aborted:
+            controller.abort(ABORT_REASON)
+            return
+        raise KeyboardInterrupt
+
+
+async def _drive(agent: Agent, prompt: str, printer: Printer, signal: AbortSignal) -> aerix.AgentEvent | None:
+    """One run, shown as it goes; its last event (the final or the end)."""
+    printer.run_started()
+    started = time.monotonic()
+    last: aerix.AgentEvent | None = None
+    async for ev in agent.run(prompt, signal=signal):
+        printer.event(ev)
+        last = ev
+    printer.run_done(time.monotonic() - started)
+    return last
+
+
+def run_prompt(
+    agent: Agent, prompt: str, printer: Printer, ctrl_c: CtrlC, runner: asyncio.Runner, *, json: bool
+) -> int:
+    """`aerix run`: one run; the exit status (0 for a final, else 1)."""
+    with ctrl_c.run() as signal:
+        last = runner.run(_drive(agent, prompt, printer, signal))
+    if isinstance(last, aerix.FinalEvent):
+        return 0
+    if json and isinstance(last, aerix.EndEvent):  # the human output already said it
+        sys.stderr.write(f"aerix: the run ended without a final ({last.reason}): {cli_hints(last.message)}\n")
+    return 1
+
+
+_COMMAND = re.compile(r"/[a-z]+")
+_HELP = "/reset forgets the conversation; /exit (or EOF) ends"
+
+
+def chat(
+    agent: Agent, printer: Printer, ctrl_c: CtrlC, runner: asyncio.Runner, *, model_name: str, json: bool
+) -> int:
+    """`aerix chat`: a run per line of stdin, in one conversation, until `/exit` or the end of stdin.
+
+    Args:
+        model_name: The model, as the banner names it on a terminal.
+        json: The events go to stdout as JSON lines, so the `> ` prompt goes to stderr.
+    """
+    interactive = _isatty(sys.stdin)
+    if interactive:
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (line editing and history for input())
+        tools = ", ".join(agent.tools) or "none"
+        sys.stderr.write(f"aerix chat · {model_name} · tools: {tools} · {_HELP}\n")
+    while True:
+        line = _read_line(interactive, to_stderr=json)
+        if line is None:
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if _COMMAND.fullmatch(text):
+            if text in ("/exit", "/quit"):
+                return 0
+            if text == "/reset":
+                agent.reset()
+                printer.note("(conversation forgotten)")
+            else:
+                printer.note(f"(unknown command {text}; {_HELP})")
+            continue
+        with ctrl_c.run() as signal:
+            runner.run(_drive(agent, text, printer, signal))
+
+
+def _read_line(interactive: bool, *, to_stderr: bool) -> str | None:
+    """The next line of stdin, or `None` at its end."""
+    if not interactive:
+        line = sys.stdin.readline()
+        return line or None
+    prompt = "> "
+    if to_stderr:  # with --json, stdout holds only events
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        prompt = ""
+    try:
+        return input(prompt)
+    except EOFError:
+        sys.stderr.write("\n")
+        return None
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,163 @@
+"""The BFCL harness's split by id into a tuning part and a report part, and the
+ablation's comparison of two runs (bench/_bfcl/data.py, bench/bfcl.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from _bfcl.data import CATEGORIES, PARTS, in_part, load, part_of
+from bfcl import main, read_ablation, won_lost
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "part"),
+    [
+        ("simple_python_17", "tuning"),
+        ("simple_python_0", "report"),
+        ("simple_python_10", "report"),
+        ("multiple_199", "tuning"),
+        ("parallel_42", "report"),
+        ("irrelevance_3", "tuning"),
+    ],
+)
+def test_the_number_that_ends_the_id_decides(entry_id: str, part: str) -> None:
+    assert part_of(entry_id) == part
+
+
+@pytest.mark.parametrize("entry_id", ["simple_python", "multiple_x", "", "parallel_-1"])
+def test_an_id_without_a_number_is_refused_by_name(entry_id: str) -> None:
+    with pytest.raises(ValueError, match=f"{entry_id!r}.*_<number>"):
+        part_of(entry_id)
+
+
+def test_an_unknown_part_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="'tuning', 'report' or 'all', got 'validation'"):
+        in_part(load("multiple"), "validation")
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_the_parts_are_disjoint_cover_the_category_and_hold_about_half_each(category: str) -> None:
+    entries = load(category)
+    parts = {p: in_part(entries, p) for p in PARTS}
+    ids = {p: {e.id for e in es} for p, es in parts.items()}
+    assert not ids["tuning"] & ids["report"]
+    assert ids["tuning"] | ids["report"] == {e.id for e in entries}
+    assert [e.id for e in in_part(entries, "all")] == [e.id for e in entries]
+    for p in PARTS:
+        assert 0.45 <= len(parts[p]) / len(entries) <= 0.55, (p, len(parts[p]), len(entries))
+        flat = [e for e in parts[p] if e.flat]
+        assert 0.4 <= len(flat) / sum(e.flat for e in entries) <= 0.6, (p, len(flat))
+        # each part keeps the file's order
+        assert [e.id for e in parts[p]] == [e.id for e in entries if e.id in ids[p]]
+
+
+def test_the_split_is_the_same_on_every_load() -> None:
+    first = [(e.id, part_of(e.id)) for e in load("simple_python")]
+    again = [(e.id, part_of(e.id)) for e in load("simple_python")]
+    assert first == again
+    # the published split: simple_python's 328 flat entries are 164 and 164
+    flat = [e for e in load("simple_python") if e.flat]
+    assert [len(in_part(flat, p)) for p in PARTS] == [164, 164]
+
+
+def test_won_and_lost_are_counted_by_id() -> None:
+    base = {"a_1": True, "a_2": False, "a_3": True, "a_4": False}
+    other = {"a_1": False, "a_2": True, "a_3": True, "a_4": False}
+    assert won_lost(base, other) == (["a_2"], ["a_1"])
+    assert won_lost(base, base) == ([], [])
+
+
+def test_runs_of_different_entries_are_not_compared() -> None:
+    with pytest.raises(ValueError, match=r"different entries: \['a_2'\]"):
+        won_lost({"a_1": True}, {"a_1": True, "a_2": False})
+
+
+def test_the_ablation_refuses_rule_flags_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        asyncio.run(main(["--ablation", "--copy-bias", "0", "--no-write"]))
+    assert "--ablation sets the engine's rules itself; drop --copy-bias" in capsys.readouterr().err
+
+
+def test_an_unknown_part_flag_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        asyncio.run(main(["--part", "validation", "--no-write"]))
+    assert "invalid choice: 'validation'" in capsys.readouterr().err
+
+
+def test_ablation_runs_from_separate_processes_merge_by_configuration(tmp_path: Path) -> None:
+    def row(ablation: str, entry_id: str, right: bool) -> str:
+        return json.dumps(
+            {
+                "category": "simple_python",
+                "config": "constrained-required",
+                "ablation": ablation,
+                "id": entry_id,
+                "check": {"valid": right, "error": ""},
+                "seconds": 1.5,
+            }
+        )
+
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.write_text(
+        row("default", "simple_python_0", True) + "\n" + row("default", "simple_python_2", False) + "\n"
+    )
+    two.write_text(
+        row("rules-off", "simple_python_0", False) + "\n" + row("rules-off", "simple_python_2", False)
+    )
+    merged = read_ablation([one, two])
+    assert sorted(merged) == [
+        ("default", "simple_python", "constrained-required"),
+        ("rules-off", "simple_python", "constrained-required"),
+    ]
+    assert [(s.id, s.right) for s in merged[("rules-off", "simple_python", "constrained-required")]] == [
+        ("simple_python_0", False),
+        ("simple_python_2", False),
+    ]
+
+
+def test_a_plain_run_is_no_ablation_to_merge(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(
+        json.dumps({"category": "multiple", "config": "constrained-required", "id": "multiple_0"})
+    )
+    with pytest.raises(ValueError, match=r"plain.jsonl:1: not an ablation row"):
+        read_ablation([plain])
+
+
+def test_a_merge_keeps_one_part_takes_a_plain_default_run_and_one_model(tmp_path: Path) -> None:
+    rows = [
+        {"model": "smollm2-instruct", "ablation": "default", "id": "simple_python_0", "valid": True},
+        {"model": "smollm2-instruct", "ablation": "default", "id": "simple_python_1", "valid": True},
+        {"model": "smollm2-instruct", "ablation": "no-copy-bias", "id": "simple_python_0", "valid": False},
+    ]
+    path = tmp_path / "runs.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "model": r["model"],
+                    "category": "simple_python",
+                    "config": "constrained-required",
+                    "ablation": r["ablation"],
+                    "id": r["id"],
+                    "check": {"valid": r["valid"]},
+                    "seconds": 1.0,
+                }
+            )
+            for r in rows
+        )
+    )
+    merged = read_ablation([path], part="report", model="smollm2-instruct")
+    assert {k[0]: [s.id for s in v] for k, v in merged.items()} == {
+        "default": ["simple_python_0"],
+        "no-copy-bias": ["simple_python_0"],
+    }
+    with pytest.raises(ValueError, match="a run of 'smollm2-instruct', not 'gemma3-270m'"):
+        read_ablation([path], model="gemma3-270m")
