@@ -7,6 +7,8 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
+import time
 from datetime import date
 from pathlib import Path
 
@@ -50,3 +52,28 @@ def write_section(name: str, markdown: str, file: str = "benchmarks.md") -> Path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+class Progress:
+    """A one-line progress bar on stderr: `right` names what is counted, `unit` one item."""
+
+    def __init__(self, total: int, label: str, *, right: str = "right", unit: str = "entry") -> None:
+        self.total, self.label, self.done, self.right = total, label, 0, 0
+        self.noun, self.unit = right, unit
+        self.t0 = time.perf_counter()
+
+    def step(self, right: bool) -> None:
+        self.done += 1
+        self.right += right
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        rate = (time.perf_counter() - self.t0) / self.done
+        sys.stderr.write(
+            f"\r{self.label:<40} [{'#' * filled}{'.' * (width - filled)}] "
+            f"{self.done}/{self.total} {self.noun} {self.right} ({rate:.1f} s/{self.unit})"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agent_tasks.run import Outcome, run_task, summary_table
 from _agent_tasks.tasks import PARTS, TASKS, part_of
-from _report import machine, write_section
+from _report import Progress, machine, write_section
 
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "default": ("aerix, default engine", {}),
@@ -119,7 +119,7 @@ def run_peer(args: argparse.Namespace, task_ids: list[str]) -> tuple[str, list[O
         peer = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         assert peer.stdout is not None
         outcomes = []
-        bar = Progress(len(task_ids), "smolagents")
+        bar = Progress(len(task_ids), "smolagents", right="solved", unit="task")
         for line in peer.stdout:
             o = Outcome(**json.loads(line))
             outcomes.append(o)
@@ -137,26 +137,6 @@ def _default_temperature() -> float:
     from aerix.engines.llamacpp._sampling import Sampling
 
     return Sampling().temperature
-
-
-class Progress:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label, self.done, self.right = total, label, 0, 0
-        self.t0 = time.perf_counter()
-
-    def step(self, right: bool) -> None:
-        self.done += 1
-        self.right += right
-        rate = (time.perf_counter() - self.t0) / self.done
-        sys.stderr.write(
-            f"\r{self.label:<24} {self.done}/{self.total} solved {self.right} ({rate:.1f} s/task)"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
 
 
 def _mark(o: Outcome | None) -> str:
@@ -249,7 +229,7 @@ async def _run(
             extra = CONFIGS[name][1]
             engine = aerix.load(args.model, n_threads=args.threads, **extra)
             try:
-                bar = Progress(len(tasks), name)
+                bar = Progress(len(tasks), name, right="solved", unit="task")
                 for task in tasks:
                     generation: dict[str, Any] = {"seed": args.seed + int(task.id.rsplit("_", 1)[1])}
                     if args.temperature is not None:

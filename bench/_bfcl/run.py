@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from _report import Progress
 from aerix import Agent, Limits
 from aerix.events import EndEvent, FinalEvent, ResultEvent, RetryEvent, TurnEvent, UsageEvent
 from aerix.model import Model
@@ -193,27 +193,3 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
-
-
-class Progress:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label, self.done, self.right = total, label, 0, 0
-        self.t0 = time.perf_counter()
-
-    def step(self, right: bool) -> None:
-        self.done += 1
-        self.right += right
-        width = 30
-        filled = width * self.done // max(self.total, 1)
-        rate = (time.perf_counter() - self.t0) / self.done
-        sys.stderr.write(
-            f"\r{self.label:<40} [{'#' * filled}{'.' * (width - filled)}] "
-            f"{self.done}/{self.total} right {self.right} ({rate:.1f} s/entry)"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
