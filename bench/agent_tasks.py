@@ -70,9 +70,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_peer(args: argparse.Namespace, task_ids: list[str]) -> tuple[str, list[Outcome]]:
+def run_peer(args: argparse.Namespace, task_ids: list[str], out: Any = None) -> tuple[str, list[Outcome]]:
     """The tasks through smolagents (`peer_smolagents.py` under `args.peer_python`) against
-    `llama_cpp.server` serving the same GGUF on 127.0.0.1; its label and outcomes."""
+    `llama_cpp.server` serving the same GGUF on 127.0.0.1; its label and outcomes (each
+    also written to `out` as it comes, if given)."""
     from aerix.engines._load import model_path
 
     python = Path(args.peer_python)
@@ -124,6 +125,9 @@ def run_peer(args: argparse.Namespace, task_ids: list[str]) -> tuple[str, list[O
             o = Outcome(**json.loads(line))
             outcomes.append(o)
             bar.step(o.solved)
+            if out:
+                out.write(json.dumps(asdict(o), default=str) + "\n")
+                out.flush()
         bar.close()
         if peer.wait() != 0:
             raise SystemExit(f"the smolagents peer failed (exit {peer.returncode})")
@@ -172,6 +176,9 @@ async def main(argv: list[str] | None = None) -> int:
         "--peer", choices=["smolagents"], default=None, help="also run the tasks through this library"
     )
     ap.add_argument("--peer-python", default=str(ROOT / ".venv-bench" / "bin" / "python"))
+    ap.add_argument(
+        "--peer-only", action="store_true", help="run the peer alone (merge its --jsonl later with --merge)"
+    )
     ap.add_argument("--part", choices=["all", *PARTS], default="all", help="the tasks of one part only")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/quality.md")
     ap.add_argument(
@@ -183,19 +190,27 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--merge",
         type=Path,
+        action="append",
         default=None,
-        help="build the tables from this --jsonl file of a run; run nothing",
+        help="build the tables from this --jsonl file of a run (repeatable: several runs' files); run nothing",
     )
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         ap.error(f"--limit must be 1 or more, got {args.limit}")
+    if args.peer_only and args.peer is None:
+        ap.error("--peer-only needs --peer smolagents")
 
     tasks = [t for t in TASKS if args.part == "all" or part_of(t) == args.part]
     tasks = tasks[: args.limit] if args.limit else tasks
-    configs = args.config or list(CONFIGS)
+    configs = [] if args.peer_only else args.config or list(CONFIGS)
     outcomes: list[Outcome] = []
     if args.merge:
-        outcomes = [Outcome(**json.loads(line)) for line in args.merge.read_text().splitlines() if line]
+        outcomes = [
+            Outcome(**json.loads(line))
+            for path in args.merge
+            for line in path.read_text().splitlines()
+            if line
+        ]
         chosen = {t.id for t in tasks}
         outcomes = [o for o in outcomes if o.id in chosen]
         configs = list(dict.fromkeys(o.config for o in outcomes))
@@ -245,14 +260,11 @@ async def _run(
                 engine.close()
         labels = [(c, CONFIGS[c][0]) for c in configs]
         if args.peer:
-            label, peer = run_peer(args, [t.id for t in tasks])
+            label, peer = run_peer(args, [t.id for t in tasks], out)
             outcomes += peer
             labels.append(("smolagents", label))
             configs.append("smolagents")
             CONFIGS["smolagents"] = (label, {})
-            if out:
-                for o in peer:
-                    out.write(json.dumps(asdict(o), default=str) + "\n")
     finally:
         if out:
             out.close()

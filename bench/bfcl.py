@@ -47,7 +47,7 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bfcl.data import CATEGORIES, PARTS, Entry, in_part, load, part_of
+from _bfcl.data import CATEGORIES, HELD_OUT, PARTS, Entry, in_part, load, part_of
 from _bfcl.run import Config, Outcome, Progress, Summary, run_entry, summarise, table
 from _report import machine, write_section
 
@@ -92,13 +92,19 @@ ABLATIONS = {
 
 async def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--category", action="append", choices=CATEGORIES, help="repeatable; default: all four")
+    ap.add_argument(
+        "--category",
+        action="append",
+        choices=[*CATEGORIES, *HELD_OUT],
+        help="repeatable; default: the four split ones (live_simple and live_irrelevance are held out: --part held-out)",
+    )
     ap.add_argument("--config", action="append", choices=list(CONFIGS), help="repeatable; default: all four")
     ap.add_argument(
         "--part",
-        choices=[*PARTS, "all"],
+        choices=[*PARTS, "all", "held-out"],
         default="report",
-        help="which part of each category (odd ids tune, even ids report; default: report, the figure to quote)",
+        help="which part of each category (odd ids tune, even ids report; default: report, the figure to quote; "
+        "held-out: the live categories, whole)",
     )
     ap.add_argument(
         "--limit", type=int, default=None, help="the first N flat entries of each category's part"
@@ -178,8 +184,13 @@ async def main(argv: list[str] | None = None) -> int:
         configs = args.config or list(CONFIGS)
     chosen: dict[str, list[Entry]] = {}
     for category in categories:
+        if (category in HELD_OUT) != (args.part == "held-out"):
+            ap.error(
+                f"--category {category} with --part {args.part}: the held-out categories "
+                f"({', '.join(HELD_OUT)}) run with --part held-out, the others with tuning, report or all"
+            )
         entries = in_part(load(category), args.part)
-        flat = [e for e in entries if e.flat != args.nested]
+        flat = [e for e in entries if e.flat != args.nested and e.single]
         picked = flat[args.offset :]
         chosen[category] = picked[: args.limit] if args.limit else picked
 
@@ -462,7 +473,7 @@ def _parts(part: str, outcomes: list[Outcome]) -> list[tuple[str, list[Outcome]]
 
 def _skipped(args: argparse.Namespace, category: str, part: str) -> int:
     entries = in_part(load(category), part)
-    return sum(e.flat == args.nested for e in entries)
+    return sum(e.flat == args.nested or not e.single for e in entries)
 
 
 def _gap_line(category: str, config: Config, outcomes: Sequence[Outcome]) -> str:
@@ -485,6 +496,7 @@ def _preamble(args: argparse.Namespace, extra: dict[str, Any]) -> str:
         "report": "the report part (even ids)",
         "tuning": "the tuning part (odd ids)",
         "all": "both parts (odd ids tune, even ids report)",
+        "held-out": "the held-out live categories (never tuned on)",
     }[args.part]
     limit = f"{args.limit} {kind} entries of each category" if args.limit else f"every {kind} entry"
     if args.offset:

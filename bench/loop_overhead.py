@@ -70,7 +70,11 @@ FLOOR_TARGET = 15.0
 
 
 def aerix_contender(
-    kind: ToolKind = "def", *, bare: bool = False, traced: Literal["sdk", "no-op"] | None = None
+    kind: ToolKind = "def",
+    *,
+    bare: bool = False,
+    traced: Literal["sdk", "no-op"] | None = None,
+    unpinned: bool = False,
 ) -> Contender:
     """The aerix side: `Agent(model=ScriptedModel(texts), tools=[add])`, `await agent.ask()`.
 
@@ -82,6 +86,8 @@ def aerix_contender(
         traced: Trace each run with `aerix.otel.instrument`: `"sdk"` with the SDK's
             `TracerProvider` exporting every span to memory (the spans are checked),
             `"no-op"` with the API's `NoOpTracerProvider` (aerix's own part of the cost).
+        unpinned: Run with the worker threads of plain-function tools never pinned to the
+            loop's core (as aerix did before 0.2): what the pin saves, side by side.
     """
     from aerix import Agent, tool
     from aerix.testing import ScriptedModel
@@ -100,6 +106,8 @@ def aerix_contender(
 
         if spans is not None:
             run = spans.traced(run)
+        if unpinned:
+            run = _unpinned(run)
 
         def check(answer: Any) -> None:
             results = [
@@ -113,16 +121,34 @@ def aerix_contender(
 
     model = "BareModel" if bare else "ScriptedModel"
     how = f"Agent(model={model}(texts), tools=[tool(add)]); await agent.ask()"
+    if unpinned:
+        how += ", worker threads not pinned (aerix._workers._core_reader patched to None)"
     if traced is not None:
         where = "<SDK, in-memory exporter>" if traced == "sdk" else "NoOpTracerProvider()"
         how = f"aerix.otel.instrument(tracer_provider={where}); {how}"
     return Contender(
-        name=f"aerix ({model}{'' if traced is None else f', traced ({traced})'})",
+        name=f"aerix ({model}{'' if traced is None else f', traced ({traced})'}"
+        f"{', workers not pinned' if unpinned else ''})",
         version=_aerix_version(),
         tool=kind,
         how=how,
         prepare=prepare,
     )
+
+
+def _unpinned(run: Callable[[], Any]) -> Callable[[], Any]:
+    """`run` with aerix's worker threads left where the kernel wakes them (no pin)."""
+    import aerix._workers
+
+    async def unpinned_run() -> Any:
+        reader = aerix._workers._core_reader
+        aerix._workers._core_reader = lambda: None  # type: ignore[assignment]
+        try:
+            return await run()
+        finally:
+            aerix._workers._core_reader = reader  # the other contenders' runs are pinned
+
+    return unpinned_run
 
 
 @dataclass
@@ -262,12 +288,13 @@ LOADERS: dict[str, Callable[[ToolKind], Contender]] = {
     "aerix-bare": functools.partial(aerix_contender, bare=True),
     "aerix-traced": functools.partial(aerix_contender, traced="sdk"),
     "aerix-traced-noop": functools.partial(aerix_contender, traced="no-op"),
+    "aerix-unpinned": functools.partial(aerix_contender, unpinned=True),
     "floor": floor_contender,
     "pydantic-ai": _peer("pydantic_ai_peer"),
     "openai-agents": _peer("openai_agents_peer"),
     "smolagents": _peer("smolagents_peer"),
 }
-KINDS: dict[str, tuple[ToolKind, ...]] = {"smolagents": ("def",)}
+KINDS: dict[str, tuple[ToolKind, ...]] = {"smolagents": ("def",), "aerix-unpinned": ("def",)}
 """Tool kinds a library supports, where not all of them."""
 
 
@@ -414,6 +441,9 @@ def verdicts(timings: list[Timings]) -> list[str]:
         if _is_traced(base.contender):  # its line says what tracing adds; the targets are the loop's
             lines += _tracing_cost(timings, base)
             continue
+        if _is_unpinned(base.contender):  # its line says what the pin saves
+            lines += _pin_saving(timings, base)
+            continue
         peers = [
             t for t in timings if _is_peer(t.contender) and (kind == "async def" or t.contender.tool == "def")
         ]
@@ -443,6 +473,23 @@ def verdicts(timings: list[Timings]) -> list[str]:
 
 def _is_traced(c: Contender) -> bool:
     return c.name.startswith("aerix") and "traced" in c.name
+
+
+def _is_unpinned(c: Contender) -> bool:
+    return c.name.startswith("aerix") and "not pinned" in c.name
+
+
+def _pin_saving(timings: list[Timings], unpinned: Timings) -> list[str]:
+    """What pinning the worker to the loop's core saves: the unpinned row against the default."""
+    pinned = _find(timings, HEADLINE, "def")
+    if pinned is None:
+        return []
+    saved = unpinned.median - pinned.median
+    return [
+        f"- {unpinned.contender.name}, `def` tool ({unpinned.median:.1f} µs/turn): pinning the "
+        f"worker to the loop's core for its wake-up saves {saved:.1f} µs a turn ({HEADLINE}, "
+        f"{pinned.median:.1f} µs/turn, is {unpinned.median / pinned.median:.2f}× faster)."
+    ]
 
 
 def _tracing_cost(timings: list[Timings], traced: Timings) -> list[str]:
@@ -492,11 +539,15 @@ needs: one coroutine streams each text from `BareModel`, parses it with `json.lo
 `add` (inline if it is a plain function: no thread hop) and appends the turn and the result to
 a list of messages; no checks, no events. A row divided by the floor is that library's own cost.
 The `def` rows vary the most from run to run: each call wakes a worker thread and then the
-loop's thread, and on a virtual machine such a wake-up costs far more when it crosses to the
-other core (which the kernel picks whenever that core is idle) than on the same one, and each
-is a chance for another process to take the core (compare p10 with the median). A hand-off
-through a pipe (a write that lets go of the GIL) was tried: faster under load, twice as slow
-on a quiet machine, so aerix keeps a `SimpleQueue`.
+loop's thread, and on a virtual machine such a wake-up costs far more when it crosses to an
+idle core (which the kernel picks whenever one is idle) than on the same one, and each is a
+chance for another process to take the core (compare p10 with the median). So on Linux aerix
+pins an idle worker to the core the loop's thread is on just before it hands it a call, and
+the worker lets go of the pin before the tool runs (the tool, and any thread or process it
+starts, keeps every core the process may use): two `sched_setaffinity` calls a hand-off.
+**aerix (ScriptedModel, workers not pinned)** is the same run without the pin. A hand-off
+through a pipe (a write that lets go of the GIL) was tried before: faster under load, twice
+as slow on a quiet machine, so aerix keeps a `SimpleQueue`.
 aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
 messages and estimates token counts over the whole conversation on every turn, and with
 `BareModel`, a five-line model that only streams the texts, like the peers' fakes; the

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from aerix import AbortController, Agent, AgentEvent, ChatMessage, Delta, EndEvent, FinalEvent, tool
-from aerix import tools as aerix_tools
+from aerix import _workers as aerix_workers
 from aerix.testing import Fail, ScriptedModel, Stall
 
 CALLS = '{"calls":[{"tool":"weather","input":{"city":"Lisbon"}},{"tool":"convert","input":{"c":21}}]}'
@@ -102,7 +102,7 @@ LIVE_RUNS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 def idle_workers_max() -> int:
     """How many idle worker threads aerix keeps for sync tools (its pool's bound)."""
-    workers = getattr(aerix_tools, "_Workers", None)
+    workers = getattr(aerix_workers, "_Workers", None)
     return int(getattr(workers, "MAX_IDLE", min(32, (os.cpu_count() or 1) + 4)))
 
 

@@ -208,3 +208,8 @@ def test_the_summary_puts_the_report_part_first_with_the_gap() -> None:
     assert "tuning" not in only[0] and "points" not in only[2]  # a part that did not run has no columns
     assert only[2].startswith("| config A | 0.0% (0/1) | 100.0% (1/1) |")
     assert len(only[2].strip("| ").split(" | ")) == 6  # the label and the report part's five figures
+    # A configuration that ran one part only (a peer run on the report part): "not run", no gap.
+    peer = asyncio.run(run_task(planned(report), report, "peer"))
+    mixed = summary_table([("a", "config A"), ("peer", "the peer")], [*outcomes, peer]).splitlines()
+    assert mixed[3].startswith("| the peer | 100.0% (1/1) | 100.0% (1/1) |")
+    assert mixed[3].endswith("| not run | — | — | — | — | — |")

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from _bfcl.checker import check_entry, check_parallel, check_simple, standardize_string
-from _bfcl.data import is_flat, to_tools, tool_name
+from _bfcl.data import field_name, is_flat, to_tools, tool_name
 
 AREA: dict[str, Any] = {
     "name": "geometry.Area_circle",
@@ -109,6 +109,35 @@ def test_entry_categories() -> None:
 )
 def test_tool_names_are_mapped_to_the_pattern(name: str, expected: str) -> None:
     assert tool_name(name, set()) == expected
+
+
+def test_a_parameter_name_aerix_refuses_is_mapped_and_the_call_recorded_by_its_own() -> None:
+    assert field_name("año_vehiculo") == "ano_vehiculo"
+    assert field_name("user_id") == "user_id" and field_name("2nd") == "f_2nd"
+    quote = {
+        "name": "cotizar",
+        "parameters": {
+            "properties": {"año_vehiculo": {"type": "integer"}, "modelo": {"type": "string"}},
+            "required": ["año_vehiculo"],
+        },
+    }
+    calls: list[tuple[str, dict[str, Any]]] = []
+    (made,), _ = to_tools([quote], lambda name, given: calls.append((name, given)))
+    assert set(made.schema["properties"]) == {"ano_vehiculo", "modelo"}
+    made.run({"ano_vehiculo": 2020, "modelo": "X"}, None)
+    assert calls == [("cotizar", {"año_vehiculo": 2020, "modelo": "X"})]
+
+
+def test_enum_values_of_another_type_are_read_as_the_fields_or_dropped() -> None:
+    def enum_of(kind: str, values: list[Any]) -> list[Any] | None:
+        spec = {"name": "f", "parameters": {"properties": {"v": {"type": kind, "enum": values}}}}
+        (made,), _ = to_tools([spec], lambda *_: None)
+        return made.schema["properties"]["v"].get("enum")
+
+    assert enum_of("boolean", ["True", "false"]) == [True, False]
+    assert enum_of("integer", ["1", "2", 3]) == [1, 2, 3]
+    assert enum_of("integer", ["Group A", "1"]) is None  # not an integer: the field goes without
+    assert enum_of("string", ["a", "b"]) == ["a", "b"]
 
 
 def test_mapped_names_stay_unique() -> None:

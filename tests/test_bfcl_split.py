@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from _bfcl.data import CATEGORIES, PARTS, in_part, load, part_of
+from _bfcl.data import CATEGORIES, HELD_OUT, PARTS, in_part, load, part_of
 from bfcl import main, read_ablation, won_lost
 
 
@@ -37,8 +37,42 @@ def test_an_id_without_a_number_is_refused_by_name(entry_id: str) -> None:
         part_of(entry_id)
 
 
+@pytest.mark.parametrize("category", HELD_OUT)
+def test_the_live_categories_are_held_out_whole(category: str) -> None:
+    entries = load(category)
+    assert entries and {part_of(e.id) for e in entries} == {"held-out"}
+    assert in_part(entries, "held-out") == entries and in_part(entries, "report") == []
+    assert in_part(entries, "tuning") == []
+    several = [e for e in entries if not e.single]  # a system prompt or an earlier exchange: skipped
+    assert several and all(e.question for e in several)
+    if category == "live_irrelevance":
+        assert all(e.answers is None for e in entries)
+    else:
+        assert all(e.answers for e in entries)
+
+
+def test_no_split_category_has_held_out_entries() -> None:
+    for category in CATEGORIES:
+        assert in_part(load(category), "held-out") == []
+
+
+@pytest.mark.parametrize(
+    ("category", "part"),
+    [("live_simple", "report"), ("live_irrelevance", "all"), ("simple_python", "held-out")],
+)
+def test_a_held_out_category_runs_only_as_held_out(
+    category: str, part: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        asyncio.run(main(["--category", category, "--part", part, "--no-write"]))
+    assert (
+        "held-out categories (live_simple, live_irrelevance) run with --part held-out"
+        in capsys.readouterr().err
+    )
+
+
 def test_an_unknown_part_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="'tuning', 'report' or 'all', got 'validation'"):
+    with pytest.raises(ValueError, match="'tuning', 'report', 'held-out' or 'all', got 'validation'"):
         in_part(load("multiple"), "validation")
 
 

@@ -32,6 +32,7 @@ LOOP = {
 CONTRACT = {
     "aerix.turn",
     "aerix.tools",
+    "aerix._workers",
     "aerix.events",
     "aerix.options",
     "aerix._docstring",

@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 
 from _tools import convert, weather
 from aerix import AbortController, AerixError, Agent, EndEvent, Field, Tool, ToolContext, tool
+from aerix import _workers as workers_module
 from aerix.testing import ScriptedModel
 from aerix.tools import check_input, cut_result, result_text, run_tool
 
@@ -282,6 +283,83 @@ async def test_sequential_plain_calls_reuse_a_worker_thread() -> None:
         assert await run_tool(where, {}, cx()) == ("here", False)
     assert threading.get_ident() not in threads
     assert len(threads) <= 2  # no thread per call
+
+
+PINS = hasattr(os, "sched_setaffinity") and workers_module._core_reader() is not None
+
+
+@pytest.mark.skipif(not PINS, reason="worker threads are pinned only where sched_setaffinity is (Linux)")
+async def test_a_plain_tool_runs_on_every_core_the_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker is pinned to the loop's core only to be woken: the tool (and any thread or
+    process it starts, which inherits its cores) gets them all back."""
+    allowed = os.sched_getaffinity(0)
+    seen: list[tuple[set[int], set[int]]] = []
+    pins: list[tuple[int, bool, int]] = []  # (thread the pin is for, set by the loop's thread, cores)
+    real = os.sched_setaffinity
+    loop_thread = threading.get_native_id()
+
+    def recorded(tid: int, cores: Any) -> None:
+        pins.append((tid, threading.get_native_id() == loop_thread, len(set(cores))))
+        real(tid, cores)
+
+    monkeypatch.setattr(workers_module.workers, "_pinning", True)
+    monkeypatch.setattr(workers_module.os, "sched_setaffinity", recorded)
+
+    @tool
+    def cores() -> str:
+        """Cores."""
+        child: set[int] = set()
+        started = threading.Thread(target=lambda: child.update(os.sched_getaffinity(0)))
+        started.start()
+        started.join()
+        seen.append((os.sched_getaffinity(0), child))
+        return "ok"
+
+    for _ in range(5):  # the first call starts a worker; the next ones reuse a pinned one
+        assert await run_tool(cores, {}, cx()) == ("ok", False)
+    assert seen == [(allowed, allowed)] * 5
+    # Each call: the loop pins the worker to one core, then the worker lets go (tid 0: itself).
+    assert [(by_loop, n) for _, by_loop, n in pins] == [(True, 1), (False, len(allowed))] * 5
+    assert all(tid != 0 for tid, by_loop, _ in pins if by_loop)
+
+
+@pytest.mark.skipif(not PINS, reason="worker threads are pinned only where sched_setaffinity is (Linux)")
+async def test_a_worker_the_loop_cannot_pin_still_runs_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(pid: int, cores: object) -> None:
+        raise OSError(22, "Invalid argument")
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    monkeypatch.setattr(workers_module.workers, "_pinning", True)  # restored after the test
+    monkeypatch.setattr(workers_module.os, "sched_setaffinity", refuse)
+    assert [await run_tool(add, {"a": i, "b": 1}, cx()) for i in range(3)] == [
+        ("1", False),
+        ("2", False),
+        ("3", False),
+    ]
+    assert workers_module.workers._pinning is False  # refused once: not tried again
+
+
+async def test_plain_tools_run_where_threads_cannot_be_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers_module, "_core_reader", lambda: None)
+    pins: list[object] = []
+    if hasattr(os, "sched_setaffinity"):
+        monkeypatch.setattr(workers_module.os, "sched_setaffinity", lambda *a: pins.append(a))
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    assert [await run_tool(add, {"a": i, "b": 1}, cx()) for i in range(3)] == [
+        ("1", False),
+        ("2", False),
+        ("3", False),
+    ]
+    assert pins == []
 
 
 async def test_plain_tools_of_many_agents_run_at_the_same_time() -> None:

@@ -105,6 +105,8 @@ class Summary:
         return self.finals / self.run if self.run else 0.0
 
     def cells(self) -> list[str]:
+        if not self.run:  # this configuration did not run this part
+            return ["not run"] + ["—"] * (len(_COLUMNS) - 1)
         return [
             f"{self.solved_share:.1%} ({self.solved}/{self.run})",
             f"{self.final_share:.1%} ({self.finals}/{self.run})",
@@ -151,6 +153,8 @@ def summary_table(configs: Sequence[tuple[str, str]], outcomes: Sequence[Outcome
             continue
         row = [label, *(cell for s in summaries for cell in s.cells())]
         if both:
-            row.append(f"{100 * (summaries[0].solved_share - summaries[1].solved_share):+.1f} points")
+            ran = all(s.run for s in summaries)
+            gap = summaries[0].solved_share - summaries[1].solved_share
+            row.append(f"{100 * gap:+.1f} points" if ran else "—")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

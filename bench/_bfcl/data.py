@@ -11,12 +11,19 @@ Every category is split by id into a tuning part and a report part
 (`part_of`): the number that ends the id, odd → tuning, even → report (as the
 agent benchmark's tasks are split). Rules may be chosen on the tuning part
 only; the report part is the figure to quote.
+
+BFCL's live categories (`HELD_OUT`: live_simple, live_irrelevance, requests
+users sent to BFCL's live leaderboard) are not split: they are held out whole
+(the part "held-out"), measured with the rules as they are and never tuned on.
+Their entries with more than one message (a system prompt, an earlier
+exchange) are skipped and counted, as the entries that are not flat are.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +34,11 @@ from aerix import Field, Tool, tool
 __all__ = [
     "CATEGORIES",
     "DATA",
+    "HELD_OUT",
     "PARTS",
     "Entry",
     "Part",
+    "field_name",
     "in_part",
     "is_flat",
     "load",
@@ -42,9 +51,13 @@ __all__ = [
 DATA = Path(__file__).resolve().parent.parent / "data" / "bfcl"
 """The BFCL v4 files, carried unchanged in the repository (bench/data/bfcl, Apache-2.0: see its LICENSE)."""
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance")
-Part = Literal["tuning", "report"]
+HELD_OUT = ("live_simple", "live_irrelevance")
+"""Categories held out whole: never tuned on, run with the part "held-out" (or "all")."""
+IRRELEVANT = frozenset({"irrelevance", "live_irrelevance"})
+"""The categories where no call is right."""
+Part = Literal["tuning", "report", "held-out"]
 PARTS: tuple[Part, ...] = ("tuning", "report")
-"""The two parts of every category: rules are chosen on "tuning", "report" is quoted."""
+"""The two parts of every split category: rules are chosen on "tuning", "report" is quoted."""
 FLAT_TYPES: dict[str, str] = {
     "string": "string",
     "integer": "integer",
@@ -65,6 +78,8 @@ class Entry:
     """The expected calls; `None` for irrelevance (no call is right)."""
     flat: bool = field(default=True)
     """Whether every parameter is a flat scalar (else the entry is skipped)."""
+    single: bool = field(default=True)
+    """Whether the entry is one user message (a held-out entry with more is skipped)."""
 
 
 def is_flat(functions: Sequence[Mapping[str, Any]]) -> bool:
@@ -77,8 +92,11 @@ def is_flat(functions: Sequence[Mapping[str, Any]]) -> bool:
 def part_of(entry_id: str) -> Part:
     """The part an entry belongs to, by the number that ends its id: odd tunes, even reports.
 
-    `part_of("simple_python_17")` is `"tuning"`, `part_of("irrelevance_4")` is `"report"`.
+    `part_of("simple_python_17")` is `"tuning"`, `part_of("irrelevance_4")` is `"report"`;
+    an entry of a held-out category (`"live_simple_0-0-0"`) is `"held-out"`.
     """
+    if entry_id.startswith(tuple(f"{c}_" for c in HELD_OUT)):
+        return "held-out"
     _, _, number = entry_id.rpartition("_")
     if not number.isdigit():
         raise ValueError(
@@ -88,11 +106,12 @@ def part_of(entry_id: str) -> Part:
 
 
 def in_part(entries: Sequence[Entry], part: str) -> list[Entry]:
-    """The entries of `part` ("tuning", "report", or "all" for every entry), in their order."""
+    """The entries of `part` ("tuning", "report", "held-out", or "all" for every entry), in
+    their order."""
     if part == "all":
         return list(entries)
-    if part not in PARTS:
-        raise ValueError(f"part must be 'tuning', 'report' or 'all', got {part!r}")
+    if part not in (*PARTS, "held-out"):
+        raise ValueError(f"part must be 'tuning', 'report', 'held-out' or 'all', got {part!r}")
     return [e for e in entries if part_of(e.id) == part]
 
 
@@ -109,18 +128,35 @@ def load(category: str, root: Path = DATA) -> list[Entry]:
     out = []
     for r in rows:
         turns = r["question"]
-        if len(turns) != 1 or len(turns[0]) != 1 or turns[0][0]["role"] != "user":
+        single = len(turns) == 1 and len(turns[0]) == 1 and turns[0][0]["role"] == "user"
+        if not single and category not in HELD_OUT:
             raise ValueError(f"{r['id']}: expected one user message, got {turns!r}")
         out.append(
             Entry(
                 id=r["id"],
-                question=turns[0][0]["content"],
+                question=turns[0][-1]["content"],
                 functions=r["function"],
-                answers=answers.get(r["id"]) if category != "irrelevance" else None,
+                answers=answers.get(r["id"]) if category not in IRRELEVANT else None,
                 flat=is_flat(r["function"]),
+                single=single,
             )
         )
     return out
+
+
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+def field_name(name: str) -> str:
+    """A BFCL parameter name as an aerix field name: unchanged when aerix takes it, else its
+    letters without accents ("año_vehiculo" → "ano_vehiculo") and anything else as "_"."""
+    if _FIELD_NAME.match(name):
+        return name
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    plain = re.sub(r"[^A-Za-z0-9_.-]", "_", plain)
+    if not plain or not (plain[0].isalpha() or plain[0] == "_"):
+        plain = "f_" + plain
+    return plain[:64]
 
 
 def tool_name(name: str, taken: set[str]) -> str:
@@ -172,8 +208,26 @@ def _field(spec: Mapping[str, Any], required: bool) -> Field:
     if "default" in spec and spec["default"] is not None:
         note = f"Default: {json.dumps(spec['default'])}."
         description = f"{description} {note}" if description else note
-    enum = spec.get("enum")
-    return Field(FLAT_TYPES[spec["type"]], description or None, required=required, enum=enum)
+    kind = FLAT_TYPES[spec["type"]]
+    return Field(kind, description or None, required=required, enum=_enum_of(kind, spec.get("enum")))
+
+
+def _enum_of(kind: str, enum: Any) -> list[Any] | None:
+    """A field's enum with its values in the field's type: some live entries give a boolean
+    field `["True", "False"]` or an integer one `["1", "2"]`; values that do not read as the
+    type ("Group A" for an integer) drop the enum, which the field then goes without."""
+    if not isinstance(enum, list):
+        return None
+    read: dict[str, Callable[[Any], Any]] = {
+        "boolean": lambda v: {"true": True, "false": False}[str(v).lower()] if not isinstance(v, bool) else v,
+        "integer": lambda v: v if isinstance(v, int) and not isinstance(v, bool) else int(str(v)),
+        "number": lambda v: v if isinstance(v, int | float) and not isinstance(v, bool) else float(str(v)),
+        "string": lambda v: v if isinstance(v, str) else str(v),
+    }
+    try:
+        return [read[kind](v) for v in enum]
+    except (KeyError, ValueError):
+        return None
 
 
 def to_tools(
@@ -194,13 +248,18 @@ def to_tools(
         name = tool_name(f["name"], taken)
         names[name] = f["name"]
 
-        def run(input: dict[str, Any], cx: Any, _bfcl: str = f["name"]) -> str:
-            record(_bfcl, dict(input))
+        # A parameter name aerix refuses ("año_vehiculo") is given as one it takes, and mapped back.
+        back = {field_name(p): p for p in params.get("properties", {})}
+
+        def run(input: dict[str, Any], cx: Any, _bfcl: str = f["name"], _back: dict[str, str] = back) -> str:
+            record(_bfcl, {_back.get(k, k): v for k, v in input.items()})
             return "recorded"
 
         description = str(f.get("description") or "")
         if is_flat([f]):
-            fields = {p: _field(spec, p in required) for p, spec in params.get("properties", {}).items()}
+            fields = {
+                field_name(p): _field(spec, p in required) for p, spec in params.get("properties", {}).items()
+            }
             tools.append(tool(name=name, description=description, input=fields, run=run))
         else:
             schema = to_schema({**params, "type": "dict"})

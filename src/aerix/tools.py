@@ -11,26 +11,21 @@ fields), `_schema` (checking a JSON Schema), `_validate` (the input check) and
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import copy
 import inspect
 import json
-import os
 import re
-import threading
 import types
 import typing
-import weakref
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from queue import SimpleQueue
 from typing import Any, TypeAlias, overload
 
 from ._annotations import Converter, same, schema_of, unwrap
 from ._docstring import parse_docstring
 from ._fields import Field, FieldType, check_fields, field_of, fields_schema
 from ._schema import Validator, check_schema, compile_validator, short
+from ._workers import workers
 from .abort import AbortSignal
 from .errors import AerixError, describe
 
@@ -347,133 +342,6 @@ def cut_result(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[cut: {len(text) - limit} more characters]"
 
 
-class _Waker:
-    """Wakes one event loop from worker threads: a finished call goes into a deque, and one
-    byte into a pipe that the loop watches.
-
-    Leaner than `call_soon_threadsafe` (no handle per call, and no second read that fails
-    to find the self-pipe empty), and the loop reads every call finished since with one read.
-    """
-
-    __slots__ = ("__weakref__", "_done", "_read", "_write")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._done: deque[tuple[asyncio.Future[tuple[Any, bool]], Any, bool]] = deque()
-        self._read, self._write = os.pipe()
-        # closed once no worker holds the waker (not at exit: a hung worker may still write)
-        weakref.finalize(self, _close, self._read, self._write).atexit = False
-        os.set_blocking(self._read, False)
-        os.set_blocking(self._write, False)
-        loop.add_reader(self._read, self._drain)
-
-    def deliver(self, fut: asyncio.Future[tuple[Any, bool]], outcome: Any, ok: bool) -> None:  # any thread
-        self._done.append((fut, outcome, ok))
-        try:
-            os.write(self._write, b"\0")
-        except BlockingIOError:  # the pipe is full: the loop has a wake pending anyway
-            pass
-
-    def _drain(self) -> None:  # the loop's thread
-        try:
-            os.read(self._read, 4096)
-        except BlockingIOError:
-            pass
-        self.collect()
-
-    def collect(self) -> None:  # the loop's thread
-        """Deliver the calls finished so far (their bytes are read by the next `_drain`)."""
-        done = self._done
-        while done:
-            _deliver(*done.popleft())
-
-
-def _close(*fds: int) -> None:
-    for fd in fds:
-        os.close(fd)
-
-
-class _Workers:
-    """Daemon worker threads for plain-function tools.
-
-    Leaner than `asyncio.to_thread` on the hot path (one queue put; one pipe write
-    back, through the loop's `_Waker`), and a tool left hanging after an abort never
-    holds up interpreter exit or `asyncio.run`'s executor shutdown.
-    """
-
-    MAX_IDLE = 32
-
-    def __init__(self) -> None:
-        self._idle: list[SimpleQueue[Any]] = []
-        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker | None]
-        self._wakers = weakref.WeakKeyDictionary()
-        """Each loop's waker; `None` for a loop that cannot watch a pipe (Windows, a proactor)."""
-        self._lock = threading.Lock()
-
-    def forget(self) -> None:
-        """In a forked child: forget the parent's threads and loops, which are not there."""
-        self._idle = []
-        self._wakers = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[tuple[Any, bool]]:
-        """Run `fn(*args)` on a worker thread; the future gets `(value, True)` or `(exception, False)`."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[tuple[Any, bool]] = loop.create_future()
-        try:
-            waker = self._wakers[loop]
-        except KeyError:
-            waker = self._waker(loop)
-        try:
-            inbox = self._idle.pop()
-        except IndexError:
-            inbox = SimpleQueue()
-            threading.Thread(target=self._work, args=(inbox,), name="aerix-tool", daemon=True).start()
-        inbox.put((loop, waker, fut, contextvars.copy_context(), fn, args))
-        if waker is not None:  # a fast call is often done by now (its worker ran while the loop
-            waker.collect()  # wrote): then it needs no wake-up of the loop's thread
-        return fut
-
-    def _waker(self, loop: asyncio.AbstractEventLoop) -> _Waker | None:
-        with self._lock:
-            if loop not in self._wakers:
-                try:
-                    self._wakers[loop] = _Waker(loop) if os.name == "posix" else None
-                except (NotImplementedError, OSError):  # no add_reader, or no fd left
-                    self._wakers[loop] = None
-            return self._wakers[loop]
-
-    def _work(self, inbox: SimpleQueue[Any]) -> None:
-        while True:
-            loop, waker, fut, ctx, fn, args = inbox.get()
-            try:
-                outcome, ok = ctx.run(fn, *args), True
-            except BaseException as exc:  # delivered to the awaiting task
-                outcome, ok = exc, False
-            idle = len(self._idle) < self.MAX_IDLE
-            if idle:
-                self._idle.append(inbox)
-            if waker is not None:
-                waker.deliver(fut, outcome, ok)
-            else:
-                try:
-                    loop.call_soon_threadsafe(_deliver, fut, outcome, ok)
-                except RuntimeError:  # the loop is closed: nobody waits for this result
-                    pass
-            del loop, waker, fut, ctx, fn, args, outcome  # an idle worker holds no loop, no result
-            if not idle:
-                return
-
-
-def _deliver(fut: asyncio.Future[tuple[Any, bool]], outcome: Any, ok: bool) -> None:
-    if not fut.done():  # else the awaiting task was cancelled (an abort)
-        fut.set_result((outcome, ok))  # an exception too, as a value: any exception, even StopIteration
-
-
-_workers = _Workers()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_workers.forget)
-
-
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 """Types whose values are never awaitable (exactly these: a subclass may define `__await__`)."""
 
@@ -495,7 +363,7 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
         if t.is_async:
             value = await t.run(input, cx)
         else:
-            job = _workers.run(t.run, input, cx)
+            job = workers.run(t.run, input, cx)
             if job.done():  # finished already: still let the loop run once, as it would to deliver it
                 await asyncio.sleep(0)  # (an abort, a timeout or another task gets its turn here)
             value, ok = await job
