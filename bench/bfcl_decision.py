@@ -344,7 +344,7 @@ def fit_report(engine: aerix.engines.LlamaCpp, args: argparse.Namespace) -> str:
     if scores.seconds:
         out.append(
             f"Cost of the engine's `fit_score`: {np.median(scores.seconds):.2f} s per request (median of "
-            f"{len(scores.seconds)} scored in this run, one thread; every entry's tools are new, so "
+            f"{len(scores.seconds)} scored in this run, {args.threads} thread(s); every entry's tools are new, so "
             "their baselines are computed too). This bench reads the scores from texts scored up to "
             f"{SCORED} tokens; on those requests the engine's own score differed from it by at most "
             f"{max(scores.differences):.3f} (llama.cpp's rounding depends on a batch's shape)."
@@ -423,8 +423,16 @@ def main() -> None:
         "--part", choices=["all", "tuning"], default="all", help="tuning: that part alone, to choose on"
     )
     ap.add_argument("--write", action="store_true", help="write the curves to docs/quality.md")
+    ap.add_argument(
+        "--model", default="smollm2-instruct", help="a named model or a GGUF path (the curves are its own)"
+    )
+    ap.add_argument(
+        "--section",
+        default="fit-curve",
+        help='the docs/quality.md section --write writes (default "fit-curve")',
+    )
     args = ap.parse_args()
-    engine = aerix.load("smollm2-instruct", n_threads=args.threads)
+    engine = aerix.load(args.model, n_threads=args.threads)
     try:
         if args.first_key:
             first_key_report(engine, args.limit or 40)
@@ -434,12 +442,14 @@ def main() -> None:
         engine.close()
     if args.write:
         command = "python bench/bfcl_decision.py"
+        command += f" --model {args.model}" if args.model != "smollm2-instruct" else ""
         if args.frames is not None:
             command += " --frames" + "".join(f' "{f}"' for f in args.frames)
         command += f" --frame-limit {args.frame_limit}" if args.frame_limit else ""
         command += f" --limit {args.limit}" if args.limit else ""
+        command += f" --part {args.part}" if args.part != "all" else ""
         path = write_section(
-            "fit-curve", f"`{command} --threads {args.threads}` ({machine()}).\n\n{text}", file="quality.md"
+            args.section, f"`{command} --threads {args.threads}` ({machine()}).\n\n{text}", file="quality.md"
         )
         print(f"wrote {path}")
 
