@@ -14,6 +14,10 @@ Every category is split by id (`_bfcl.data.part_of`): odd ids are the tuning
 part, even ids the report part. `--part report` (the default) runs the figure
 to quote; `--part tuning` the part rules may be chosen on; `--part all` runs
 both and prints each part, and the gap between them, beside the whole set.
+`--category live_multiple` runs BFCL's real users' requests with two to a
+dozen tools, split the same way (by the first number of the id); it is not
+among the categories run by default. live_simple and live_irrelevance are
+held out whole and run only with `--part held-out`.
 
 Prints, per category and configuration: the part, entries run and skipped, the
 share of runs that reached a valid first turn (within the retries of the turn
@@ -47,7 +51,7 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bfcl.data import CATEGORIES, HELD_OUT, PARTS, Entry, in_part, load, part_of
+from _bfcl.data import CATEGORIES, HELD_OUT, LIVE_SPLIT, PARTS, Entry, in_part, load, part_of
 from _bfcl.run import Config, Outcome, Progress, Summary, run_entry, summarise, table
 from _report import machine, write_section
 
@@ -95,7 +99,7 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--category",
         action="append",
-        choices=[*CATEGORIES, *HELD_OUT],
+        choices=[*CATEGORIES, *LIVE_SPLIT, *HELD_OUT],
         help="repeatable; default: the four split ones (live_simple and live_irrelevance are held out: --part held-out)",
     )
     ap.add_argument("--config", action="append", choices=list(CONFIGS), help="repeatable; default: all four")

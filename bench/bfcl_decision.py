@@ -25,8 +25,14 @@ prompt, for the kept contract and two other wordings of its last sentence:
 per wording the AUC, and for the kept one what a constant logit offset
 towards `calls` would give.
 
+`--pick CATEGORY`: on the first N flat entries of a category's tuning part
+(`--limit`, default 100), how often the tool with the best fit score is the
+one the answer calls, and with `--calls FILE` (a `bench/bfcl.py --jsonl`
+file) how often the model's own first call named it.
+
 Run: `python bench/bfcl_decision.py [--frames] [--limit N] [--cache FILE]
-[--write] [--threads 1]` or `python bench/bfcl_decision.py --first-key [--limit 40]`.
+[--write] [--threads 1]`, `python bench/bfcl_decision.py --first-key [--limit 40]`
+or `python bench/bfcl_decision.py --pick live_multiple --calls FILE`.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from _report import machine, write_section
 from aerix import Agent
 from aerix.engines.llamacpp import FIT_THRESHOLD
 from aerix.engines.llamacpp._fit import HEAD, LEAD, FitScorer, combine
+from aerix.turn import fit_text
 
 LAST = "If no tool fits the request, give your final answer."
 WORDINGS: dict[str, Callable[[str], str]] = {
@@ -84,6 +91,9 @@ FRAMES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
 }
 """The entries as written, and rewritten (robustness only): the request in two conversational
 frames, and each tool's description followed by a sentence of the kind real tools carry."""
+FORM = "name(fields): description"
+"""How each tool reads to the score (`aerix.turn.fit_text`); cached scores of another form are
+scored again."""
 DECOYS = (
     "answer: Answer the user's question.",
     "search: Search for information on a topic.",
@@ -100,6 +110,10 @@ SCORED = 128
 TIMED = 12
 """For how many newly scored requests the engine's own `fit_score` runs too: timed, and
 checked against what this bench reads."""
+ROUNDING = 0.01
+"""How far the engine's score may be from this bench's for one request: both decode the
+prompt alone, then each text on top of it (`FitScorer`), so they differ only where
+llama.cpp's logits differ with the number of tokens a decode takes (16 or 128)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +171,7 @@ class Scores:
         if cache is not None and cache.exists():
             for line in cache.read_text().splitlines():
                 r = json.loads(line)
-                if r["lead"] == LEAD and r["decoy_texts"] == list(DECOYS):
+                if r["lead"] == LEAD and r["decoy_texts"] == list(DECOYS) and r.get("form") == FORM:
                     self._kept[r["id"], r["frame"]] = (r["fits"], r["decoys"])
 
     def get(self, entry: Entry, frame: str, decoys: bool = False) -> Scored:
@@ -166,7 +180,7 @@ class Scores:
         if key not in self._kept or (decoys and not self._kept[key][1]):
             tools, _ = to_tools(entry.functions, lambda name, inp: None)
             ask, describe = FRAMES[frame]
-            texts = [f"{t.name}: {describe(t.description)}" for t in tools]
+            texts = [fit_text(t, describe(t.description)) for t in tools]
             request = ask(entry.question)
             fits, decoy_scores = self.parts(request, texts, decoys)
             if len(self.seconds) < TIMED:  # what this bench reads is what the engine ships
@@ -175,7 +189,7 @@ class Scores:
                 self.seconds.append(time.perf_counter() - t0)
                 # The same scores but for llama.cpp's rounding, which differs with a batch's shape.
                 self.differences.append(abs(combine(fits) - shipped))
-                assert self.differences[-1] < 0.05, (entry.id, combine(fits), shipped)
+                assert self.differences[-1] < ROUNDING, (entry.id, combine(fits), shipped)
             rounded = (
                 [[round(float(x), 4) for x in a] for a in fits],
                 [[round(float(x), 4) for x in a] for a in decoy_scores],
@@ -184,7 +198,9 @@ class Scores:
             if self._cache is not None:
                 with self._cache.open("a") as f:
                     row = {"id": entry.id, "frame": frame, "fits": rounded[0], "decoys": rounded[1]}
-                    f.write(json.dumps({**row, "lead": LEAD, "decoy_texts": list(DECOYS)}) + "\n")
+                    f.write(
+                        json.dumps({**row, "lead": LEAD, "decoy_texts": list(DECOYS), "form": FORM}) + "\n"
+                    )
         fits_, decoys_ = self._kept[key]
         call = not entry.id.startswith("irrelevance")
         return Scored(entry.id, frame, call, [np.array(f) for f in fits_], [np.array(d) for d in decoys_])
@@ -267,7 +283,7 @@ def agent_tasks(scores: Scores) -> tuple[int, int, int]:
 
     new = old = 0
     for task in TASKS:
-        texts = [f"{TOOLS[n].name}: {TOOLS[n].description}" for n in task.tools]
+        texts = [fit_text(TOOLS[n]) for n in task.tools]
         fits, decoys = scores.parts(task.prompt, texts)
         r = Scored(task.id, "as written", True, fits, decoys)
         new += RULES[ENGINE](r) >= FIT_THRESHOLD
@@ -405,10 +421,52 @@ def first_key_report(engine: aerix.engines.LlamaCpp, limit: int) -> None:
         )
 
 
+def pick_report(engine: aerix.engines.LlamaCpp, category: str, limit: int, calls: Path | None) -> None:
+    """Of a split category's first `limit` flat tuning entries of one user message, how often
+    the best-fitting tool (`fit_score`'s tool) is the one the answer calls, and, with `calls`
+    (a `bench/bfcl.py --jsonl` file of the same entries), how often the model's first call was."""
+    chosen: dict[str, str] = {}
+    if calls is not None:
+        for line in calls.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("category") == category and row.get("calls"):
+                chosen[row["id"]] = next(iter(row["calls"][0]))
+    scorer = FitScorer(engine._llama, engine._template.render, engine._tokenize)
+    entries = [e for e in in_part(load(category), "tuning") if e.flat and e.single and e.answers][:limit]
+    best = model = fixed = broken = 0
+    for e in entries:
+        tools, _ = to_tools(e.functions, lambda name, inp: None)
+        scores = [float(np.mean(f)) for f in scorer.token_scores(e.question, [fit_text(t) for t in tools])]
+        expected = next(iter(e.answers[0]))
+        fit_right = e.functions[int(np.argmax(scores))]["name"] == expected
+        model_right = chosen.get(e.id) == expected
+        best += fit_right
+        model += model_right
+        fixed += fit_right and not model_right
+        broken += model_right and not fit_right
+    scorer.close()
+    print(
+        f"{category}, tuning part, first {len(entries)} flat entries: the best-fitting tool is the answer's on {best}"
+    )
+    if calls is not None:
+        print(
+            f"the model's first call named it on {model}; the best-fitting tool is right where the model's was not on {fixed}, wrong where the model's was right on {broken}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--first-key", action="store_true", help="the first-key margins instead of the fit score")
+    ap.add_argument(
+        "--pick",
+        metavar="CATEGORY",
+        default=None,
+        help="how often a category's best-fitting tool is the answer's (tuning part, --limit entries)",
+    )
+    ap.add_argument(
+        "--calls", type=Path, default=None, help="with --pick: a bench/bfcl.py --jsonl file to compare"
+    )
     ap.add_argument("--limit", type=int, default=None, help="the first N entries of each category and part")
     ap.add_argument(
         "--frames",
@@ -436,6 +494,9 @@ def main() -> None:
     try:
         if args.first_key:
             first_key_report(engine, args.limit or 40)
+            return
+        if args.pick is not None:
+            pick_report(engine, args.pick, args.limit or 100, args.calls)
             return
         text = fit_report(engine, args)
     finally:

@@ -32,7 +32,7 @@ from aerix import (
 from aerix._observe import OBSERVERS
 from aerix.agent import Answer
 from aerix.testing import Cut, Fail, NoDone, ScriptedModel, Stall
-from aerix.turn import turn_schema
+from aerix.turn import fit_text, turn_schema
 
 
 def call(tool_name: str = "weather", **input: Any) -> str:
@@ -735,10 +735,9 @@ async def test_auto_asks_a_tool_fit_model_before_each_runs_first_turn(
     await events_of(agent, "Umbrella in Lisbon?")
     await events_of(agent, "again")
     assert isinstance(model, ToolFit)
-    assert model.asked == [
-        ("Umbrella in Lisbon?", ["weather: " + weather.description, "clock: " + clock.description]),
-        ("again", ["weather: " + weather.description, "clock: " + clock.description]),
-    ]
+    texts = [f"weather(city, unit): {weather.description}", f"clock(): {clock.description}"]
+    assert texts == [fit_text(weather), fit_text(clock)]
+    assert model.asked == [("Umbrella in Lisbon?", texts), ("again", texts)]
     schemas = [[s["required"] for s in c.opts["constraint"]["json"]["anyOf"]] for c in model.calls]
     if fit:  # a call, then a free turn after the results; twice
         assert schemas == [first, [["calls"], ["final"]], first, [["calls"], ["final"]]]

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from _bfcl.data import CATEGORIES, HELD_OUT, PARTS, in_part, load, part_of
+from _bfcl.data import CATEGORIES, HELD_OUT, LIVE_SPLIT, PARTS, in_part, load, part_of
 from bfcl import main, read_ablation, won_lost
 
 
@@ -25,6 +25,9 @@ from bfcl import main, read_ablation, won_lost
         ("multiple_199", "tuning"),
         ("parallel_42", "report"),
         ("irrelevance_3", "tuning"),
+        ("live_multiple_12-4-3", "report"),  # a live id: its first number
+        ("live_multiple_1-0-1", "tuning"),
+        ("live_multiple_7-2-0", "tuning"),
     ],
 )
 def test_the_number_that_ends_the_id_decides(entry_id: str, part: str) -> None:
@@ -51,8 +54,16 @@ def test_the_live_categories_are_held_out_whole(category: str) -> None:
         assert all(e.answers for e in entries)
 
 
+def test_live_multiple_is_split_and_keeps_its_entries_of_several_messages() -> None:
+    entries = load("live_multiple")
+    assert len(entries) == 1053 and {part_of(e.id) for e in entries} == set(PARTS)
+    several = [e for e in entries if not e.single]  # skipped by the harness, counted
+    assert several and all(e.question for e in several)
+    assert all(e.answers for e in entries)
+
+
 def test_no_split_category_has_held_out_entries() -> None:
-    for category in CATEGORIES:
+    for category in (*CATEGORIES, *LIVE_SPLIT):
         assert in_part(load(category), "held-out") == []
 
 
@@ -76,7 +87,7 @@ def test_an_unknown_part_is_refused_by_name() -> None:
         in_part(load("multiple"), "validation")
 
 
-@pytest.mark.parametrize("category", CATEGORIES)
+@pytest.mark.parametrize("category", [*CATEGORIES, *LIVE_SPLIT])
 def test_the_parts_are_disjoint_cover_the_category_and_hold_about_half_each(category: str) -> None:
     entries = load(category)
     parts = {p: in_part(entries, p) for p in PARTS}

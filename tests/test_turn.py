@@ -24,6 +24,7 @@ from aerix.turn import (
     BadTurn,
     Turn,
     decoded_schema,
+    fit_text,
     input_schema,
     parse_turn,
     render_results,
@@ -61,6 +62,29 @@ def test_results_message_golden(golden) -> None:  # type: ignore[no-untyped-def]
         [("call_1", "weather", "Sunny in Lisbon, 21°c"), ("call_2", "clock", "error: boom")], dropped=2
     )
     golden("results.txt", text + "\n")
+
+
+def test_fit_text_is_the_name_the_top_level_fields_and_the_description() -> None:
+    assert (
+        fit_text(convert) == f"convert(value, from_unit, to_unit, precision, verbose): {convert.description}"
+    )
+    assert fit_text(clock) == f"clock(): {clock.description}"
+    nested = tool(
+        name="book",
+        description="Book rooms.",
+        schema={
+            "type": "object",
+            "properties": {"rooms": {"type": "array", "items": {"type": "object", "properties": {"n": {}}}}},
+            "$defs": {"unused": {"type": "string"}},
+        },
+        run=lambda i, cx: "ok",
+    )
+    assert (
+        fit_text(nested) == "book(rooms): Book rooms."
+    )  # only the top level: nested keys are not the tool's
+    assert fit_text(nested, "Reserve rooms in a hotel.") == "book(rooms): Reserve rooms in a hotel."
+    keyed = tool(name="tag", description="", schema={"type": "object", "additionalProperties": {}}, run=print)
+    assert fit_text(keyed) == "tag(): "
 
 
 def test_system_without_instructions_starts_with_the_contract() -> None:

@@ -12,11 +12,14 @@ Every category is split by id into a tuning part and a report part
 agent benchmark's tasks are split). Rules may be chosen on the tuning part
 only; the report part is the figure to quote.
 
-BFCL's live categories (`HELD_OUT`: live_simple, live_irrelevance, requests
-users sent to BFCL's live leaderboard) are not split: they are held out whole
-(the part "held-out"), measured with the rules as they are and never tuned on.
-Their entries with more than one message (a system prompt, an earlier
-exchange) are skipped and counted, as the entries that are not flat are.
+BFCL's live categories hold requests users sent to BFCL's live leaderboard.
+Two of them (`HELD_OUT`: live_simple, live_irrelevance) are not split: they are
+held out whole (the part "held-out"), measured with the rules as they are and
+never tuned on. live_multiple (`LIVE_SPLIT`, real requests with two to a dozen
+tools) is split like the others, by the first number of its id
+(`live_multiple_12-4-3`: 12), and is not run unless asked for by name. Their
+entries with more than one message (a system prompt, an earlier exchange) are
+skipped and counted, as the entries that are not flat are.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ __all__ = [
     "CATEGORIES",
     "DATA",
     "HELD_OUT",
+    "LIVE",
+    "LIVE_SPLIT",
     "PARTS",
     "Entry",
     "Part",
@@ -53,6 +58,10 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "bfcl"
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance")
 HELD_OUT = ("live_simple", "live_irrelevance")
 """Categories held out whole: never tuned on, run with the part "held-out" (or "all")."""
+LIVE_SPLIT = ("live_multiple",)
+"""Live categories split into a tuning and a report part like `CATEGORIES`, run only when named."""
+LIVE = (*HELD_OUT, *LIVE_SPLIT)
+"""The categories of users' own requests, some with more than one message."""
 IRRELEVANT = frozenset({"irrelevance", "live_irrelevance"})
 """The categories where no call is right."""
 Part = Literal["tuning", "report", "held-out"]
@@ -93,11 +102,14 @@ def part_of(entry_id: str) -> Part:
     """The part an entry belongs to, by the number that ends its id: odd tunes, even reports.
 
     `part_of("simple_python_17")` is `"tuning"`, `part_of("irrelevance_4")` is `"report"`;
-    an entry of a held-out category (`"live_simple_0-0-0"`) is `"held-out"`.
+    a live entry's number is the first of its id (`"live_multiple_12-4-3"`: report); an
+    entry of a held-out category (`"live_simple_0-0-0"`) is `"held-out"`.
     """
     if entry_id.startswith(tuple(f"{c}_" for c in HELD_OUT)):
         return "held-out"
     _, _, number = entry_id.rpartition("_")
+    if entry_id.startswith(tuple(f"{c}_" for c in LIVE_SPLIT)):
+        number = number.split("-")[0]
     if not number.isdigit():
         raise ValueError(
             f"BFCL entry id {entry_id!r} does not end in _<number>; expected an id like 'simple_python_17'"
@@ -129,7 +141,7 @@ def load(category: str, root: Path = DATA) -> list[Entry]:
     for r in rows:
         turns = r["question"]
         single = len(turns) == 1 and len(turns[0]) == 1 and turns[0][0]["role"] == "user"
-        if not single and category not in HELD_OUT:
+        if not single and category not in LIVE:
             raise ValueError(f"{r['id']}: expected one user message, got {turns!r}")
         out.append(
             Entry(

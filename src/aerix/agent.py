@@ -32,7 +32,7 @@ from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEv
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import HookError, Hooks, Limits, ToolChoice, check_generation
 from .tools import Tool
-from .turn import BadTurn, Turn, render_results, render_retry
+from .turn import BadTurn, Turn, fit_text, render_results, render_retry
 
 __all__ = ["Agent", "Answer"]
 
@@ -140,7 +140,7 @@ class Agent:
         self._constrain = constrain
         self._name = name
         self._system: ChatMessage = {"role": "system", "content": self._contract.system}
-        self._tool_texts = [f"{t.name}: {t.description}" for t in self._tool_list]
+        self._tool_texts = [fit_text(t) for t in self._tool_list]
         """The tools as a `ToolFit` model reads them."""
         self._messages: list[ChatMessage] = []
         self._next_id = 0

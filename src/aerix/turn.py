@@ -28,6 +28,7 @@ __all__ = [
     "ParsedCall",
     "Turn",
     "decoded_schema",
+    "fit_text",
     "input_schema",
     "parse_turn",
     "render_answer",
@@ -196,6 +197,19 @@ def render_tool(t: Tool) -> str:
         return f"{head}\n  input: none"
     kind, notes, sub = _shape(schema, "    ")  # keys of one type, or one of several shapes
     return "\n".join([head, f"  input: {'; '.join([kind, *notes])}", *sub])
+
+
+def fit_text(t: Tool, description: str | None = None) -> str:
+    """A tool as a `ToolFit` model reads it: its name, its input's top-level fields, then its
+    description (or `description`): `"price_of(product): Look up the price of a product."`.
+
+    The fields say what the tool needs; on BFCL's tuning part they separate the requests a
+    tool fits from those no tool serves better than the name and description alone
+    (docs/quality.md, "the tool-fit decision").
+    """
+    properties = _input_of(t).get("properties")
+    fields = ", ".join(properties) if isinstance(properties, Mapping) else ""
+    return f"{t.name}({fields}): {t.description if description is None else description}"
 
 
 def render_answer(output: Mapping[str, Any]) -> str:

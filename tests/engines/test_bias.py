@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from aerix.engines.llamacpp.rules._bias import ValueBias
+from aerix.engines.llamacpp.rules._fields import enum_keys
 from aerix.engines.llamacpp.rules._units import field_unit
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
@@ -738,3 +739,38 @@ def test_the_numbers_of_a_copied_string_are_taken_with_it() -> None:
     text = b'{"calls":[{"tool":"t","input":{"function":"2x^2","value":'
     b = value_bias("the derivative of 2x^2 at x = 1", ["2", "1"], text)
     assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [-1.0, 1.0]
+
+
+def test_an_enum_value_copies_the_messages_in_any_case() -> None:
+    # "Celsius" in the request is the enum's "celsius": the enum fixes how the value is
+    # written, so its value copies the messages in any case; a free string field does not.
+    pieces = ["cel", "dollars", "fahr", "Cel", '"']
+    source = "What is 23 degrees Celsius in Fahrenheit?"
+
+    def nudge(key: str, enums: set[str], text: str = "") -> set[str]:
+        b = ValueBias(source, copy=2.0, close=0.0, piece=pieces.__getitem__, enums=enums)
+        b.feed(f'{{"{key}":"{text}'.encode())
+        out = b.apply(np.zeros(len(pieces), dtype=np.float32))
+        return {pieces[i] for i in range(len(pieces)) if out[i] > 0}
+
+    assert nudge("from_unit", {"from_unit"}) == {"cel", "fahr", "Cel"}
+    assert nudge("from_unit", set()) == {"Cel"}  # not an enum: the user's own case only
+    assert nudge("note", {"from_unit"}) == {"Cel"}
+    # Under way, the value goes on with the span: leaving it costs what copying gains.
+    b = ValueBias(source, copy=2.0, close=0.0, piece=pieces.__getitem__, enums={"u"})
+    b.feed(b'{"u":"cel')
+    out = b.apply(np.zeros(len(pieces), dtype=np.float32))
+    assert out.tolist() == [-2.0, -2.0, -2.0, -2.0, -2.0]  # "celcel…", "celdollars…": no span
+
+
+def test_enum_keys_are_the_string_fields_with_an_enum() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "n": {"type": "integer", "enum": [1, 2]},
+            "city": {"type": "string"},
+            "inner": {"type": "object", "properties": {"mode": {"enum": ["fast", "slow"]}}},
+        },
+    }
+    assert enum_keys(schema) == {"unit", "mode"}

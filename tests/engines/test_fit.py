@@ -40,3 +40,23 @@ async def test_the_scorer_reads_each_tool_text_up_to_its_head(tiny_gguf: Path) -
         assert set(engine._fit._baselines) == {long}
     finally:
         engine.close()
+
+
+async def test_a_score_does_not_depend_on_what_was_scored_before(tiny_gguf: Path) -> None:
+    # llama.cpp's logits differ with a decode's batch shape; the scorer decodes each prompt
+    # alone and each text on top of it, so the same request and tools score the same after any
+    # history, in any order, alone or with other tools.
+    tools = ["greet(name): Say hello.", "count(text): Count the words of a text."]
+    fresh = LlamaCpp(tiny_gguf, n_ctx=256)
+    used = LlamaCpp(tiny_gguf, n_ctx=256)
+    try:
+        first = await fresh.fit_score("hello there, how are you?", tools)
+        for request in ("hello there", "a much longer request about the weather in Lisbon today", ""):
+            await used.fit_score(request, ["weather(city): The forecast.", *tools])
+        assert await used.fit_score("hello there, how are you?", tools) == first
+        assert await used.fit_score("hello there, how are you?", tools[::-1]) == first
+        alone = [await fresh.fit_score("hello there, how are you?", [t]) for t in tools]
+        assert alone[0] != alone[1] and max(alone) == first  # the set's score is its best tool's
+    finally:
+        fresh.close()
+        used.close()

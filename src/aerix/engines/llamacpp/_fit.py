@@ -8,7 +8,7 @@ know better. For each tool, compare how likely the model finds the tool's
 text after the request with how likely it finds it after an empty one, in
 the model's own chat template:
 
-    fit(tool) = mean over the first HEAD tokens of "name: description" of
+    fit(tool) = mean over the first HEAD tokens of "name(fields): description" of
                 log p(token | request, "A tool for this request:")
               - log p(token | empty request, "A tool for this request:")
 
@@ -76,6 +76,9 @@ class FitScorer:
         self._render = render
         self._tokenize = tokenize
         self._cached: list[int] = []
+        """The prefix whose KV the scoring context holds (`_logprobs`)."""
+        self._last = np.zeros(0)
+        """The logits after the cached prefix's last token."""
         self._empty: list[int] | None = None
         """The prompt of the empty request (the baselines'), once needed."""
         self._baselines: dict[str, np.ndarray] = {}
@@ -114,21 +117,23 @@ class FitScorer:
         return self._tokenize((self._render([{"role": "user", "content": request}]) + LEAD).encode(), True)
 
     def _logprobs(self, prefix: list[int], target: list[int]) -> np.ndarray:
-        """log p(each token of target | prefix and the target's tokens before it)."""
+        """log p(each token of target | prefix and the target's tokens before it).
+
+        The prefix is decoded alone, once for the texts that follow it, and each text
+        on top of it: llama.cpp's logits differ with a decode's batch shape (by up to
+        0.07 nats a token here when part of an earlier prompt was reused), so each
+        text is scored the same way whatever was scored before it.
+        """
         prefix = prefix[-(self._n_ctx - len(target)) :]
-        tokens = prefix + target
-        reuse = 0
-        for a, b in zip(self._cached, tokens[: len(prefix) - 1], strict=False):
-            if a != b:
-                break
-            reuse += 1
-        reuse = self._ctx.keep(reuse)
-        # Logits only where they predict a target token: from the prefix's last token on.
-        first = len(prefix) - 1
-        self._cached = []  # until the decode succeeds
-        rows = self._ctx.decode(tokens[reuse:], reuse, first)
-        self._cached = tokens
-        logits = rows[: len(target)].astype(np.float64)
+        if self._cached != prefix or self._ctx.keep(len(prefix)) != len(prefix):
+            self._ctx.keep(0)
+            self._cached = []  # until the decode succeeds
+            self._last = self._ctx.decode(prefix, 0, len(prefix) - 1)[0].astype(np.float64)
+            self._cached = prefix
+        rows = [self._last[None, :]]
+        if len(target) > 1:  # the logits after each target token but the last
+            rows.append(self._ctx.decode(target[:-1], len(prefix), len(prefix)).astype(np.float64))
+        logits = np.concatenate(rows)
         top = logits.max(axis=1)
         norm = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
         lp: np.ndarray = logits[np.arange(len(target)), target] - norm

@@ -54,7 +54,7 @@ CLOSE_BIAS = 2.0
 """The default `close_bias` (see `LlamaCpp`), in logits."""
 STRING_CHOICES = 3
 """The default `string_choices` (see `LlamaCpp`)."""
-FIT_THRESHOLD = 0.36
+FIT_THRESHOLD = 0.33
 """The default `fit_threshold` (see `LlamaCpp`), in nats per token: on BFCL's tuning part the
 lowest threshold that declines 90% of the irrelevance entries (docs/quality.md, "fit-curve")."""
 
@@ -299,7 +299,7 @@ class LlamaCpp:
 
         Args:
             request: The user's message.
-            tools: Each tool as `"name: description"`.
+            tools: Each tool as `"name(fields): description"` (`aerix.turn.fit_text`).
         """
         if self._fit_threshold is None:
             return None
@@ -311,7 +311,7 @@ class LlamaCpp:
     async def fit_score(self, request: str, tools: Sequence[str]) -> float:
         """How well the best of `tools` fits `request`, in nats per token; `-inf` for no tools.
 
-        The mean, over the first 16 tokens of a tool (`"name: description"`), of
+        The mean, over the first 16 tokens of a tool (`"name(fields): description"`), of
         how much more likely the model finds each token after the request than
         after an empty one, in its own chat template: from `FIT_THRESHOLD` on,
         the request speaks of what the tool does. Only the first tokens count:

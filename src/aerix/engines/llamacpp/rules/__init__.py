@@ -12,7 +12,7 @@ from typing import Any
 
 from ._bias import ValueBias
 from ._dates import date_format
-from ._fields import NUMBER_TYPES, constants, fields, number_siblings, object_keys, string_series
+from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
 from ._spans import kept_scales
 from ._units import field_unit
 
@@ -54,6 +54,7 @@ def value_bias(
         series=string_series(schema),
         constants=names,
         constant_keys=name_keys,
+        enums=enum_keys(schema),
         objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
     )

@@ -131,6 +131,9 @@ class ValueBias(WrittenValues):
         constants: The string constants of the schema (a tool's name): a string made
             only of their words is no value.
         constant_keys: The keys of the fields that are such a constant (`tool`).
+        enums: The keys of the string fields that take an enum's values: their values copy
+            the messages in any case ("Celsius" for `"celsius"`), since the enum, not the
+            user, fixes how a value is written.
         convert_values: Turn on the rules that write a value in a form the user did not
             write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
             a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
@@ -153,10 +156,14 @@ class ValueBias(WrittenValues):
         series: Collection[str] = (),
         constants: Collection[str] = (),
         constant_keys: Collection[str] = (),
+        enums: Collection[str] = (),
         convert_values: bool = False,
     ) -> None:
         self._convert = convert_values
         self._text = Spans(source)
+        self._enums = frozenset(enums)
+        self._lowered = Spans(source.lower()) if self._enums else self._text
+        """The messages in lower case: what an enum's value copies."""
         numbers = number_text(source, times_a_year=convert_values)
         self._scales = scales(numbers)
         """Where the numbers the messages give with a scale start: the number, and its power of ten."""
@@ -408,6 +415,13 @@ class ValueBias(WrittenValues):
         names = () if key in self._constant_keys else self._constants
         return (bare and value.isdigit()) or own_name(value, key, *names)
 
+    def _copies(self, value: str, whole: bool, key: str) -> bool:
+        """Whether the string `value` starts a span of the messages (`whole`: is one); in any
+        case for a field that takes an enum's values (`enums`)."""
+        if self._text.match(value, whole):
+            return True
+        return key in self._enums and self._lowered.match(value.lower(), whole)
+
     def _mention(self, key: str) -> int:
         found = self._mentions.get(key)
         if found is None:
@@ -436,8 +450,11 @@ class ValueBias(WrittenValues):
         pieces = {t: p for t in top if (p := self._piece(t))}
         if self._copy:
             # Once a value is under way as a span, leaving the span costs what copying gains.
-            spans = self._numbers if cursor.number else self._text
-            stay = bool(cursor.value) and spans.match(cursor.value or "", False)
+            so_far = cursor.value or ""
+            if cursor.number:
+                stay = bool(so_far) and self._numbers.match(so_far, False)
+            else:
+                stay = bool(so_far) and self._copies(so_far, False, cursor.key)
             bare = cursor.in_string_value and bool(self._siblings.get(cursor.key))
             # A string the model would end short of its name or phrase goes on ("Louvre Museum"),
             # and a series of string fields takes its values in order ("human", then "chimp").
@@ -457,7 +474,10 @@ class ValueBias(WrittenValues):
                     continue
                 if not number and self._uncopied(value, cursor.key, bare):
                     continue
-                copies = (self._numbers if number else self._text).match(value, whole)
+                if number:
+                    copies = self._numbers.match(value, whole)
+                else:
+                    copies = self._copies(value, whole, cursor.key)
                 starts = self._text.where(value, whole) if copies and not number else []
                 if copies and (number or not self._into_date(value, starts)):
                     if number:

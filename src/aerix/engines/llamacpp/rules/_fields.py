@@ -8,7 +8,15 @@ from typing import Any
 
 from ._spans import in_series
 
-__all__ = ["NUMBER_TYPES", "constants", "fields", "number_siblings", "object_keys", "string_series"]
+__all__ = [
+    "NUMBER_TYPES",
+    "constants",
+    "enum_keys",
+    "fields",
+    "number_siblings",
+    "object_keys",
+    "string_series",
+]
 
 NUMBER_TYPES = ("number", "integer")
 """The JSON Schema types of a number field."""
@@ -75,6 +83,19 @@ def constants(schema: object) -> tuple[set[str], set[str]]:
     found = {node["const"] for node in _nodes(schema) if _constant(node)}
     keys = {key for node in _objects(schema) for key, prop in node["properties"].items() if _constant(prop)}
     return found, keys
+
+
+def enum_keys(schema: object) -> set[str]:
+    """The keys of the string properties of a JSON Schema, at any depth, that take one of an
+    `enum`'s values (`"unit": {"enum": ["celsius", "fahrenheit"]}`)."""
+    return {
+        key
+        for node in _objects(schema)
+        for key, prop in node["properties"].items()
+        if isinstance(prop, dict)
+        and isinstance(prop.get("enum"), list)
+        and any(isinstance(v, str) for v in prop["enum"])
+    }
 
 
 def object_keys(schema: object) -> list[tuple[list[str], set[str]]]:
