@@ -17,7 +17,8 @@ tools>, limits=Limits(turns=8))` with the library's defaults otherwise
 (instructions none, `tool_choice="auto"`, the engine's sampling at its default
 temperature), each task with a fixed seed so that a rerun gives the same runs.
 Configurations: `default` (the engine's value rules on, as shipped) and
-`rules-off` (`copy_bias=0, close_bias=0, string_choices=1, check_optional=False`);
+`rules-off` (`copy_bias=0, close_bias=0, pick_bias=0, string_choices=1,
+check_optional=False`);
 with `--peer smolagents` also smolagents' `ToolCallingAgent` on the same GGUF, served
 by `llama_cpp.server` on 127.0.0.1 (`bench/_agent_tasks/peer_smolagents.py`, run
 with the Python of `--peer-python`, default .venv-bench, which has smolagents).
@@ -55,7 +56,7 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "default": ("aerix, default engine", {}),
     "rules-off": (
         "aerix, value rules off",
-        {"copy_bias": 0, "close_bias": 0, "string_choices": 1, "check_optional": False},
+        {"copy_bias": 0, "close_bias": 0, "pick_bias": 0, "string_choices": 1, "check_optional": False},
     ),
 }
 """Each configuration's label and the `aerix.load` options it adds."""

@@ -28,7 +28,7 @@ every entry's outcome.
 
 `--ablation` measures the engine's value rules on one part: the default
 engine, then each rule off in turn (`copy_bias=0`, `close_bias=0`,
-`string_choices=1`, `check_optional=False`), the opt-in `convert_values=True`,
+`pick_bias=0`, `string_choices=1`, `check_optional=False`), the opt-in `convert_values=True`,
 and every rule off, each on a model loaded for it alone; it prints, per
 configuration, the accuracy, its change against the default in points and
 the entries won and lost against the default (by id), and writes that to the
@@ -77,7 +77,13 @@ class Ablation:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-RULES_OFF = {"copy_bias": 0.0, "close_bias": 0.0, "string_choices": 1, "check_optional": False}
+RULES_OFF = {
+    "copy_bias": 0.0,
+    "close_bias": 0.0,
+    "pick_bias": 0.0,
+    "string_choices": 1,
+    "check_optional": False,
+}
 """`LlamaCpp`'s options with every value rule off (`convert_values` is off by default)."""
 
 ABLATIONS = {
@@ -85,6 +91,7 @@ ABLATIONS = {
     "no-copy-bias": Ablation(label="copy bias off", options={"copy_bias": 0.0}),
     "no-close-bias": Ablation(label="close bias off", options={"close_bias": 0.0}),
     "no-string-choices": Ablation(label="string choices off", options={"string_choices": 1}),
+    "no-tool-pick": Ablation(label="tool pick off", options={"pick_bias": 0.0}),
     "no-check-optional": Ablation(
         label="optional fields not decoded ahead", options={"check_optional": False}
     ),
@@ -127,6 +134,7 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="smollm2-instruct")
     ap.add_argument("--copy-bias", type=float, default=None, help="LlamaCpp's copy_bias (default: its own)")
     ap.add_argument("--close-bias", type=float, default=None, help="LlamaCpp's close_bias (default: its own)")
+    ap.add_argument("--pick-bias", type=float, default=None, help="LlamaCpp's pick_bias (default: its own)")
     ap.add_argument(
         "--string-choices",
         type=int,
@@ -164,7 +172,7 @@ async def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     extra: dict[str, Any] = {}
-    for name in ("copy_bias", "close_bias", "string_choices"):
+    for name in ("copy_bias", "close_bias", "pick_bias", "string_choices"):
         if getattr(args, name) is not None:
             extra[name] = getattr(args, name)
     if args.no_check_optional:

@@ -79,19 +79,13 @@ def auc(s: list[float], i: list[float]) -> float:
     return sum((x > y) + 0.5 * (x == y) for x in s for y in i) / (len(s) * len(i))
 
 
-LONGER = " It returns the result as a JSON object, or an error message when an input is not valid."
-FRAMES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
-    "as written": (lambda q: q, lambda d: d),
-    "polite": (lambda q: f"Hi! I was wondering, {q[:1].lower()}{q[1:]} Thanks a lot.", lambda d: d),
-    "with context": (
-        lambda q: f"{q} I'm asking because I have a meeting with my team later this week.",
-        lambda d: d,
-    ),
-    "longer descriptions": (lambda q: q, lambda d: d + LONGER),
+FRAMES: dict[str, Callable[[str], str]] = {
+    "as written": lambda q: q,
+    "polite": lambda q: f"Hi! I was wondering, {q[:1].lower()}{q[1:]} Thanks a lot.",
+    "with context": lambda q: f"{q} I'm asking because I have a meeting with my team later this week.",
 }
-"""The entries as written, and rewritten (robustness only): the request in two conversational
-frames, and each tool's description followed by a sentence of the kind real tools carry."""
-FORM = "name(fields): description"
+"""The requests as written, and rewritten (robustness only) in two conversational frames."""
+FORM = "name(fields)"
 """How each tool reads to the score (`aerix.turn.fit_text`); cached scores of another form are
 scored again."""
 DECOYS = (
@@ -179,8 +173,8 @@ class Scores:
         key = (entry.id, frame)
         if key not in self._kept or (decoys and not self._kept[key][1]):
             tools, _ = to_tools(entry.functions, lambda name, inp: None)
-            ask, describe = FRAMES[frame]
-            texts = [fit_text(t, describe(t.description)) for t in tools]
+            ask = FRAMES[frame]
+            texts = [fit_text(t) for t in tools]
             request = ask(entry.question)
             fits, decoy_scores = self.parts(request, texts, decoys)
             if len(self.seconds) < TIMED:  # what this bench reads is what the engine ships

@@ -161,6 +161,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
         n_ctx=2048,
         copy_bias=0,
         close_bias=0,
+        pick_bias=0,
         check_optional=False,
         string_choices=1,
     )

@@ -64,11 +64,10 @@ def test_results_message_golden(golden) -> None:  # type: ignore[no-untyped-def]
     golden("results.txt", text + "\n")
 
 
-def test_fit_text_is_the_name_the_top_level_fields_and_the_description() -> None:
-    assert (
-        fit_text(convert) == f"convert(value, from_unit, to_unit, precision, verbose): {convert.description}"
-    )
-    assert fit_text(clock) == f"clock(): {clock.description}"
+def test_fit_text_is_the_name_and_the_top_level_fields() -> None:
+    assert fit_text(convert) == "convert(value, from_unit, to_unit, precision, verbose)"
+    assert fit_text(clock) == "clock()"
+    assert fit_text(clock, clock.description) == f"clock(): {clock.description}"  # a description if given
     nested = tool(
         name="book",
         description="Book rooms.",
@@ -79,12 +78,10 @@ def test_fit_text_is_the_name_the_top_level_fields_and_the_description() -> None
         },
         run=lambda i, cx: "ok",
     )
-    assert (
-        fit_text(nested) == "book(rooms): Book rooms."
-    )  # only the top level: nested keys are not the tool's
+    assert fit_text(nested) == "book(rooms)"  # only the top level: nested keys are not the tool's
     assert fit_text(nested, "Reserve rooms in a hotel.") == "book(rooms): Reserve rooms in a hotel."
     keyed = tool(name="tag", description="", schema={"type": "object", "additionalProperties": {}}, run=print)
-    assert fit_text(keyed) == "tag(): "
+    assert fit_text(keyed) == "tag()" and fit_text(keyed, "") == "tag(): "
 
 
 def test_system_without_instructions_starts_with_the_contract() -> None:

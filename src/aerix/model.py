@@ -112,6 +112,6 @@ class ToolFit(Protocol):
     """
 
     async def tools_fit(self, request: str, tools: Sequence[str]) -> bool | None:
-        """Whether one of `tools` (each `"name(fields): description"`, `turn.fit_text`) fits
+        """Whether one of `tools` (each `"name(fields)"`, `turn.fit_text`) fits
         `request`; `None`: no opinion."""
         ...

@@ -200,16 +200,20 @@ def render_tool(t: Tool) -> str:
 
 
 def fit_text(t: Tool, description: str | None = None) -> str:
-    """A tool as a `ToolFit` model reads it: its name, its input's top-level fields, then its
-    description (or `description`): `"price_of(product): Look up the price of a product."`.
+    """A tool as a `ToolFit` model reads it: its name and its input's top-level fields,
+    `"price_of(product)"`; with `description`, that after a colon
+    (`"price_of(product): Look up the price of a product."`, for comparisons).
 
-    The fields say what the tool needs; on BFCL's tuning part they separate the requests a
-    tool fits from those no tool serves better than the name and description alone
-    (docs/quality.md, "the tool-fit decision").
+    The name and fields say what a tool is for in the words tools are named with. On BFCL's
+    tuning part they separate the requests a tool fits from those no tool serves as well as
+    with the description after them, and on the agent benchmark's tuning part they fit far
+    more of the requests the description's own wording missed ("How much does the Zorbix
+    lamp cost?" for a tool that "looks up the price"; docs/quality.md, "the tool-fit
+    decision"). They are also what the engine's tool pick reads from the turn schema.
     """
     properties = _input_of(t).get("properties")
     fields = ", ".join(properties) if isinstance(properties, Mapping) else ""
-    return f"{t.name}({fields}): {t.description if description is None else description}"
+    return f"{t.name}({fields})" if description is None else f"{t.name}({fields}): {description}"
 
 
 def render_answer(output: Mapping[str, Any]) -> str:

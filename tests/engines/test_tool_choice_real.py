@@ -14,7 +14,9 @@ from _tools import clock, weather
 from aerix import Agent, Limits
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load
-from aerix.events import AgentEvent, EndEvent, FinalEvent, RetryEvent, TurnEvent
+from aerix.events import AgentEvent, CallEvent, EndEvent, FinalEvent, RetryEvent, TurnEvent
+from aerix.model import GenerateOptions
+from aerix.turn import turn_schema
 
 pytestmark = pytest.mark.slow
 
@@ -96,3 +98,51 @@ async def test_without_a_fit_threshold_auto_leaves_the_choice_to_the_model() -> 
         assert isinstance(ev, TurnEvent | FinalEvent)
     finally:
         engine.close()
+
+
+async def test_the_tool_pick_scores_the_first_turns_tools_once_and_leans_to_the_fitting_one() -> None:
+    from aerix.demo_tools import calculator, convert
+    from aerix.demo_tools import clock as demo_clock
+
+    asked: list[tuple[str, list[str]]] = []
+    engine = load("smollm2-instruct", n_ctx=2048)
+    unpicked = load("smollm2-instruct", n_ctx=2048, pick_bias=0)
+    pick = engine._decoder.hooks[0]
+    score = pick._score  # type: ignore[attr-defined]
+    pick._score = lambda request, texts: asked.append((request, texts)) or score(request, texts)  # type: ignore[attr-defined]
+
+    async def calls(model: LlamaCpp) -> list[str]:
+        agent = Agent(
+            model=model,
+            tools=tools,
+            limits=Limits(turns=3, max_tokens=96),
+            generation={"temperature": 0},
+            tool_choice="required",
+        )
+        return [ev.tool async for ev in agent.run("Is it morning in Paris now?") if isinstance(ev, CallEvent)]
+
+    # A turn after one with calls (results came back) names a tool without the pick.
+    tools = [calculator, demo_clock, convert]
+    later = [
+        {"role": "system", "content": "Call tools."},
+        {"role": "user", "content": "Is it morning in Paris now?"},
+        {"role": "assistant", "content": '{"calls":[{"tool":"clock","input":{"timezone":"Europe/Paris"}}]}'},
+        {"role": "user", "content": "Results:\n[call_1 clock] Tuesday 09:12"},
+    ]
+    opts: GenerateOptions = {
+        "temperature": 0,
+        "max_tokens": 48,
+        "constraint": {"json": turn_schema(tools, "required")},
+    }
+    try:
+        picked, plain = await calls(engine), await calls(unpicked)
+        scored = len(asked)
+        text = "".join([d.text async for d in engine.chat(later, opts)])
+    finally:
+        engine.close()
+        unpicked.close()
+    assert picked[0] == "clock" and plain[0] == "calculator"
+    # Scored once, for the request, with each tool as its name and fields.
+    texts = ["calculator(expression)", "clock(timezone)", "convert(value, from_unit, to_unit)"]
+    assert scored == 1 and asked == [("Is it morning in Paris now?", texts)]
+    assert text.startswith('{"calls":[{"tool":"')  # it named a tool, unscored

@@ -8,7 +8,7 @@ know better. For each tool, compare how likely the model finds the tool's
 text after the request with how likely it finds it after an empty one, in
 the model's own chat template:
 
-    fit(tool) = mean over the first HEAD tokens of "name(fields): description" of
+    fit(tool) = mean over the first HEAD tokens of "name(fields)" of
                 log p(token | request, "A tool for this request:")
               - log p(token | empty request, "A tool for this request:")
 
@@ -91,6 +91,13 @@ class FitScorer:
     def score(self, request: str, tools: Sequence[str]) -> float:
         """The fit of `tools` (each a tool's name and description) to `request`; -inf if none."""
         return combine(self.token_scores(request, tools))
+
+    def fits(self, request: str, tools: Sequence[str]) -> list[float]:
+        """Each tool's fit to `request`, in order: its mean score over its first `HEAD`
+        tokens; 0 (no evidence) for a text that tokenises to nothing."""
+        scores = iter(self.token_scores(request, tools))
+        empty = [not self._tokenize(t.encode(), False) for t in tools]
+        return [0.0 if e else float(np.mean(next(scores)[:HEAD])) for e in empty]
 
     def token_scores(self, request: str, tools: Sequence[str]) -> list[np.ndarray]:
         """Each tool's per-token scores over its first `head` tokens, log p(token | request) -

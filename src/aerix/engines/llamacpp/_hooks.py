@@ -20,7 +20,7 @@ of the JSON written so far and of the user's messages is the step's
 `ValueBias`; the hooks' look-ahead is the step's `Lookahead`. Each hook can
 be tested alone with a fake step, and removed by leaving it out of the list
 (`LlamaCpp`'s options do that: `copy_bias=0, close_bias=0`,
-`string_choices=1`, `check_optional=False`). `DecodedAhead`, the one hook that
+`pick_bias=0`, `string_choices=1`, `check_optional=False`). `DecodedAhead`, the one hook that
 writes a value in a form the model did not choose, runs only with
 `convert_values=True`; the others nudge or choose among the model's own tokens.
 """
@@ -47,6 +47,7 @@ __all__ = [
     "OptionalFieldOffer",
     "Step",
     "StringChoices",
+    "ToolPick",
     "ValueNudges",
     "default_hooks",
 ]
@@ -221,6 +222,48 @@ class OptionalFieldOffer(DecodeHook):
         return tokens if step.judged(tokens, bias.supports) else None
 
 
+class ToolPick(DecodeHook):
+    """While the first turn for a request names a call's tool, with several tools to name:
+    each token's logit gets `weight` times the gap between the best fit of the tools it
+    keeps the name on the way to and the best fit of all (`ValueBias.tools_named`), so
+    the name leans to the tools the request makes likeliest. The fits are the fit score's
+    (`FitScorer`, nats per token over a tool's `"name(fields)"`), asked for once a
+    generation (`LlamaCpp` keeps the latest requests' fits).
+    The model still chooses: a nudge of a few logits, never a name it gave no weight.
+
+    Args:
+        weight: Logits per nat of fit.
+        score: Each tool text's fit to a request (`score(request, texts)`, in the order given).
+    """
+
+    def __init__(self, weight: float, score: Callable[[str, list[str]], list[float]]) -> None:
+        self.weight = np.float32(weight)
+        self._score = score
+
+    def active(self, step: Step) -> bool:
+        return step.bias.picks_tool
+
+    def adjust(self, step: Step, logits: Logits) -> Logits:
+        bias = step.bias
+        fits = bias.tool_fits
+        if fits is None:
+            assert bias.request is not None  # `picks_tool` says so
+            names = list(bias.tools)
+            try:
+                scores = self._score(bias.request, [bias.tools[n] for n in names])
+            except ValueError:  # a chat template that refuses the scoring prompts: no pick
+                scores = []
+            fits = bias.tool_fits = dict(zip(names, scores, strict=False))
+        if not fits:
+            return logits
+        best = max(fits.values())
+        for t in np.flatnonzero(np.isfinite(logits)):
+            named = bias.tools_named(step.piece(int(t)))
+            if named:
+                logits[t] += self.weight * np.float32(max(fits.get(n, best) for n in named) - best)
+        return logits
+
+
 def default_hooks(
     *,
     copy_bias: float,
@@ -228,10 +271,14 @@ def default_hooks(
     string_choices: int,
     check_optional: bool,
     convert_values: bool = False,
+    pick_bias: float = 0.0,
+    score: Callable[[str, list[str]], list[float]] | None = None,
 ) -> tuple[DecodeHook, ...]:
     """The hooks of `LlamaCpp`'s options, in the order they run; `DecodedAhead` only with
-    `convert_values` (and a copy bias)."""
+    `convert_values` (and a copy bias), `ToolPick` only with a `pick_bias` and a `score`."""
     hooks: list[DecodeHook] = []
+    if pick_bias and score is not None:
+        hooks += [ToolPick(pick_bias, score)]
     if copy_bias or close_bias:
         hooks += [ValueNudges()]
     if string_choices > 1:

@@ -36,12 +36,13 @@ from ._request import Request, parse_request
 from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
 from ._vocab import Vocab
-from .rules import ValueBias, value_bias
+from .rules import ValueBias, first_request, value_bias
 
 __all__ = [
     "CLOSE_BIAS",
     "COPY_BIAS",
     "FIT_THRESHOLD",
+    "PICK_BIAS",
     "STRING_CHOICES",
     "GenerationStats",
     "LlamaCpp",
@@ -54,6 +55,10 @@ CLOSE_BIAS = 2.0
 """The default `close_bias` (see `LlamaCpp`), in logits."""
 STRING_CHOICES = 3
 """The default `string_choices` (see `LlamaCpp`)."""
+PICK_BIAS = 5.0
+"""The default `pick_bias` (see `LlamaCpp`), in logits per nat of fit."""
+_PICKS_KEPT = 64
+"""How many requests' tool fits the pick keeps (`LlamaCpp._fits`)."""
 FIT_THRESHOLD = 0.33
 """The default `fit_threshold` (see `LlamaCpp`), in nats per token: on BFCL's tuning part the
 lowest threshold that declines 90% of the irrelevance entries (docs/quality.md, "fit-curve")."""
@@ -102,6 +107,11 @@ class LlamaCpp:
             (never with another meaning: "03/04/2025" stays 3 April in a `dd/mm/yyyy`
             field); and copy "quarterly" as 4. Tools' conventions, not the user's words:
             off by default, when the rules only nudge.
+        pick_bias: Under a constraint, while the first turn for a request names a call's
+            tool and there are several to name, add this times each tool's fit to the
+            request (`fit_score`'s measure, over the tool's name and fields), less the
+            best tool's, to the logits of the tokens that lead to it: the name leans to
+            the tools the request speaks of. 0 turns it off.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -137,6 +147,7 @@ class LlamaCpp:
         check_optional: bool = True,
         string_choices: int = STRING_CHOICES,
         convert_values: bool = False,
+        pick_bias: float = PICK_BIAS,
         fit_threshold: float | None = FIT_THRESHOLD,
         amx: bool = False,
         verbose: bool = False,
@@ -150,7 +161,7 @@ class LlamaCpp:
             )
         if prefill_chunk < 1:
             raise AerixError("options", f"prefill_chunk must be at least 1, got {prefill_chunk}")
-        for name, bias in (("copy_bias", copy_bias), ("close_bias", close_bias)):
+        for name, bias in (("copy_bias", copy_bias), ("close_bias", close_bias), ("pick_bias", pick_bias)):
             if isinstance(bias, bool) or not isinstance(bias, int | float) or not 0 <= bias <= 100:
                 raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
         if not isinstance(check_optional, bool):
@@ -217,6 +228,8 @@ class LlamaCpp:
         self._check_optional = check_optional
         self._string_choices = string_choices
         self._convert_values = convert_values
+        self._pick_bias = float(pick_bias)
+        self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
         self._fit: FitScorer | None = None
         self._bos = self._template.bos_token.encode()
@@ -233,6 +246,8 @@ class LlamaCpp:
                 string_choices=string_choices,
                 check_optional=check_optional,
                 convert_values=convert_values,
+                pick_bias=pick_bias,
+                score=self._fits,
             ),
             jump_forward=jump_forward,
         )
@@ -299,7 +314,7 @@ class LlamaCpp:
 
         Args:
             request: The user's message.
-            tools: Each tool as `"name(fields): description"` (`aerix.turn.fit_text`).
+            tools: Each tool as `"name(fields)"` (`aerix.turn.fit_text`).
         """
         if self._fit_threshold is None:
             return None
@@ -311,7 +326,7 @@ class LlamaCpp:
     async def fit_score(self, request: str, tools: Sequence[str]) -> float:
         """How well the best of `tools` fits `request`, in nats per token; `-inf` for no tools.
 
-        The mean, over the first 16 tokens of a tool (`"name(fields): description"`), of
+        The mean, over the first 16 tokens of a tool's text (`"name(fields)"`), of
         how much more likely the model finds each token after the request than
         after an empty one, in its own chat template: from `FIT_THRESHOLD` on,
         the request speaks of what the tool does. Only the first tokens count:
@@ -332,10 +347,28 @@ class LlamaCpp:
             raise TypeError("fit_score takes the request and the tools as strings")
         return await asyncio.wrap_future(self._worker.submit(self._fit_score, request, tools))
 
-    def _fit_score(self, request: str, tools: list[str]) -> float:
+    def _scorer(self) -> FitScorer:
         if self._fit is None:
             self._fit = FitScorer(self._llama, self._template.render, self._tokenize)
-        return self._fit.score(request, tools)
+        return self._fit
+
+    def _fit_score(self, request: str, tools: list[str]) -> float:
+        return self._scorer().score(request, tools)
+
+    def _fits(self, request: str, tools: list[str]) -> list[float]:
+        """Each tool's fit to `request` (`FitScorer.fits`), for `ToolPick` on the worker thread.
+
+        Kept for the latest requests: a score does not depend on what was scored before, so
+        a retry or another generation for the same request and tools reads it again.
+        """
+        key = (request, tuple(tools))
+        fits = self._pick_fits.pop(key, None)
+        if fits is None:
+            fits = self._scorer().fits(request, tools)
+        self._pick_fits[key] = fits  # the latest last
+        while len(self._pick_fits) > _PICKS_KEPT:
+            del self._pick_fits[next(iter(self._pick_fits))]
+        return fits
 
     async def chat(
         self, messages: list[ChatMessage], opts: GenerateOptions | None = None
@@ -460,7 +493,8 @@ class LlamaCpp:
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
         """The value biases of a constrained generation; values copy from the user's messages."""
         copy, close = self._biases
-        if constrained is None or not (copy or close or self._check_optional or self._string_choices > 1):
+        rules = copy or close or self._check_optional or self._string_choices > 1 or self._pick_bias
+        if constrained is None or not rules:
             return None
         source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
         return value_bias(
@@ -471,6 +505,7 @@ class LlamaCpp:
             piece=self._vocab.piece_text,
             check_optional=self._check_optional,
             convert_values=self._convert_values,
+            request=first_request(req.prompt) if self._pick_bias else None,
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:

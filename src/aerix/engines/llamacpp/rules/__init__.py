@@ -14,9 +14,10 @@ from ._bias import ValueBias
 from ._dates import date_format
 from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
 from ._spans import kept_scales
+from ._tools import first_request, tool_texts
 from ._units import field_unit
 
-__all__ = ["ValueBias", "value_bias"]
+__all__ = ["ValueBias", "first_request", "value_bias"]
 
 
 def value_bias(
@@ -28,9 +29,11 @@ def value_bias(
     piece: Callable[[int], str],
     check_optional: bool,
     convert_values: bool = False,
+    request: str | None = None,
 ) -> ValueBias:
     """The value biases of one constrained generation under `schema`, copying from `source`;
-    `convert_values` turns on the rules that write a value in another form (`ValueBias`)."""
+    `convert_values` turns on the rules that write a value in another form, `request` (the
+    one whose first turn this is) the pick of a call's tool (`ValueBias`)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
@@ -55,6 +58,8 @@ def value_bias(
         constants=names,
         constant_keys=name_keys,
         enums=enum_keys(schema),
+        tools=tool_texts(schema),
+        request=request,
         objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
     )

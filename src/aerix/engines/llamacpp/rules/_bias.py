@@ -134,6 +134,10 @@ class ValueBias(WrittenValues):
         enums: The keys of the string fields that take an enum's values: their values copy
             the messages in any case ("Celsius" for `"celsius"`), since the enum, not the
             user, fixes how a value is written.
+        tools: The tools a call may name, by name, each as the fit score reads it
+            (`tool_texts`): the `ToolPick` hook nudges the name towards those that fit.
+        request: The user's request when this generation writes the first turn that
+            answers it (`first_request`), else `None`: only that turn's tool is picked.
         convert_values: Turn on the rules that write a value in a form the user did not
             write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
             a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
@@ -157,6 +161,8 @@ class ValueBias(WrittenValues):
         constants: Collection[str] = (),
         constant_keys: Collection[str] = (),
         enums: Collection[str] = (),
+        tools: Mapping[str, str] | None = None,
+        request: str | None = None,
         convert_values: bool = False,
     ) -> None:
         self._convert = convert_values
@@ -203,6 +209,12 @@ class ValueBias(WrittenValues):
         self._constants = tuple(constants)
         self._constant_keys = frozenset(constant_keys)
         self._quantities = quantities(numbers) if self._units and convert_values else []
+        self.tools = dict(tools or {})
+        """The tools a call may name, by name: `"name(fields)"`."""
+        self.request = request
+        """The request whose first turn this is, or `None`."""
+        self.tool_fits: dict[str, float] | None = None
+        """How well each tool fits `request` (the `ToolPick` hook's, once it has scored them)."""
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -228,6 +240,30 @@ class ValueBias(WrittenValues):
         # A value in progress ends first; it is not the one looked ahead for.
         other._ahead_of = self.ended + (self._cursor.number or self._cursor.in_string_value)
         return other
+
+    @property
+    def picks_tool(self) -> bool:
+        """Whether the next token writes a call's tool name in the first turn for a request,
+        with two or more tools to name."""
+        c = self._cursor
+        return (
+            self.request is not None
+            and len(self.tools) > 1
+            and c.depth == 3
+            and c.key == "tool"
+            and (c.in_string_value or c.at_literal)
+        )
+
+    def tools_named(self, piece: str) -> list[str]:
+        """The tools whose name a token keeps the call's tool name on the way to, or ends it
+        as; `[]` where no tool name is written."""
+        if not self.picks_tool:
+            return []
+        found = self._cursor.candidate(piece)
+        if found is None or found[2]:
+            return []
+        value, ended, _ = found
+        return [n for n in self.tools if (n == value if ended else n.startswith(value))]
 
     @property
     def depth(self) -> int:
