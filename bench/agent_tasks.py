@@ -17,8 +17,9 @@ tools>, limits=Limits(turns=8))` with the library's defaults otherwise
 (instructions none, `tool_choice="auto"`, the engine's sampling at its default
 temperature), each task with a fixed seed so that a rerun gives the same runs.
 Configurations: `default` (the engine's value rules on, as shipped) and
-`rules-off` (`copy_bias=0, close_bias=0, pick_bias=0, string_choices=1,
-check_optional=False`);
+`rules-off` (`copy_bias=0, close_bias=0, pick_bias=0, new_call_bias=0,
+string_choices=1, check_optional=False`) and `no-new-calls` (`new_call_bias=0`: the
+default engine without the lean away from calls already made);
 with `--peer smolagents` also smolagents' `ToolCallingAgent` on the same GGUF, served
 by `llama_cpp.server` on 127.0.0.1 (`bench/_agent_tasks/peer_smolagents.py`, run
 with the Python of `--peer-python`, default .venv-bench, which has smolagents).
@@ -56,8 +57,16 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "default": ("aerix, default engine", {}),
     "rules-off": (
         "aerix, value rules off",
-        {"copy_bias": 0, "close_bias": 0, "pick_bias": 0, "string_choices": 1, "check_optional": False},
+        {
+            "copy_bias": 0,
+            "close_bias": 0,
+            "pick_bias": 0,
+            "new_call_bias": 0,
+            "string_choices": 1,
+            "check_optional": False,
+        },
     ),
+    "no-new-calls": ("aerix, new calls off", {"new_call_bias": 0}),
 }
 """Each configuration's label and the `aerix.load` options it adds."""
 
@@ -166,7 +175,9 @@ def tuning_details(outcomes: list[Outcome], configs: list[str]) -> str:
 
 async def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", action="append", choices=list(CONFIGS), help="repeatable; default: both")
+    ap.add_argument(
+        "--config", action="append", choices=list(CONFIGS), help="repeatable; default: all of them"
+    )
     ap.add_argument("--limit", type=int, default=None, help="the first N tasks only")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0, help="task agent_NN samples with seed SEED+NN")

@@ -28,7 +28,8 @@ every entry's outcome.
 
 `--ablation` measures the engine's value rules on one part: the default
 engine, then each rule off in turn (`copy_bias=0`, `close_bias=0`,
-`pick_bias=0`, `string_choices=1`, `check_optional=False`), the opt-in `convert_values=True`,
+`pick_bias=0`, `string_choices=1`, `check_optional=False`; "every rule off" also has
+`new_call_bias=0`, which acts only in a turn after calls, never in BFCL's), the opt-in `convert_values=True`,
 and every rule off, each on a model loaded for it alone; it prints, per
 configuration, the accuracy, its change against the default in points and
 the entries won and lost against the default (by id), and writes that to the
@@ -81,6 +82,7 @@ RULES_OFF = {
     "copy_bias": 0.0,
     "close_bias": 0.0,
     "pick_bias": 0.0,
+    "new_call_bias": 0.0,
     "string_choices": 1,
     "check_optional": False,
 }

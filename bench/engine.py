@@ -162,6 +162,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
         copy_bias=0,
         close_bias=0,
         pick_bias=0,
+        new_call_bias=0,
         check_optional=False,
         string_choices=1,
     )

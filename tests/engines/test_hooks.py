@@ -207,7 +207,14 @@ async def test_a_hook_writes_through_the_real_loop(tiny_gguf: Path) -> None:
 async def test_without_hooks_the_loop_only_follows_the_schema(tiny_gguf: Path) -> None:
     """Removing every rule leaves a valid value: the rules are units, not the constraint."""
     engine = LlamaCpp(
-        tiny_gguf, n_ctx=512, copy_bias=0, close_bias=0, pick_bias=0, string_choices=1, check_optional=False
+        tiny_gguf,
+        n_ctx=512,
+        copy_bias=0,
+        close_bias=0,
+        pick_bias=0,
+        new_call_bias=0,
+        string_choices=1,
+        check_optional=False,
     )
     try:
         assert engine._decoder.hooks == ()

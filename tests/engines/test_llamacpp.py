@@ -162,7 +162,7 @@ async def test_bad_options_are_clear_errors(engine: LlamaCpp) -> None:
         await collect(engine, [user("x")], constraint={"schema": {}})
 
 
-@pytest.mark.parametrize("option", ["copy_bias", "close_bias", "pick_bias"])
+@pytest.mark.parametrize("option", ["copy_bias", "close_bias", "pick_bias", "new_call_bias"])
 @pytest.mark.parametrize("value", [-1, 101, True, "2", float("nan")])
 def test_bad_value_biases_are_clear_errors(tiny_gguf: Path, option: str, value: object) -> None:
     with pytest.raises(AerixError, match=f"{option} must be a number from 0 to 100, got {value!r}") as info:

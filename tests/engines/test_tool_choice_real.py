@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -146,3 +147,52 @@ async def test_the_tool_pick_scores_the_first_turns_tools_once_and_leans_to_the_
     texts = ["calculator(expression)", "clock(timezone)", "convert(value, from_unit, to_unit)"]
     assert scored == 1 and asked == [("Is it morning in Paris now?", texts)]
     assert text.startswith('{"calls":[{"tool":"')  # it named a tool, unscored
+
+
+async def test_a_later_turn_leans_to_the_next_call_of_a_chain_not_the_same_one(smollm2: LlamaCpp) -> None:
+    """After the capital came back, the second turn looks up the capital's population with the
+    new-call lean; without it (`new_call_bias=0`) it looks the capital up again."""
+    from aerix import tool
+    from aerix.turn import render_results, render_system
+
+    @tool
+    def capital_of(country: str) -> str:
+        """Look up the capital city of a country.
+
+        Args:
+            country: The country's name
+        """
+        return "Tovik"
+
+    @tool
+    def population_of(city: str) -> str:
+        """Look up how many people live in a city.
+
+        Args:
+            city: The city's name
+        """
+        return "87500"
+
+    tools = [capital_of, population_of]
+    later = [
+        {"role": "system", "content": render_system("", tools)},
+        {"role": "user", "content": "What is the population of the capital of Quenland?"},
+        {"role": "assistant", "content": '{"calls":[{"tool":"capital_of","input":{"country":"Quenland"}}]}'},
+        {
+            "role": "user",
+            "content": render_results([("call_1", "capital_of", "The capital of Quenland is Tovik.")]),
+        },
+    ]
+    opts: GenerateOptions = {
+        "temperature": 0,
+        "max_tokens": 64,
+        "constraint": {"json": turn_schema(tools, "required")},
+    }
+    same = load("smollm2-instruct", n_ctx=2048, new_call_bias=0)
+    try:
+        leaned = json.loads("".join([d.text async for d in smollm2.chat(later, opts)]))
+        plain = json.loads("".join([d.text async for d in same.chat(later, opts)]))
+    finally:
+        same.close()
+    assert leaned == {"calls": [{"tool": "population_of", "input": {"city": "Tovik"}}]}
+    assert plain == {"calls": [{"tool": "capital_of", "input": {"country": "Quenland"}}]}

@@ -180,7 +180,7 @@ def test_the_pick_acts_only_on_the_first_turns_tool_name(
     scorer = Scorer()
     s = step(written, request=request_, schema=schema)
     assert not ToolPick(4.0, scorer).active(s)
-    assert not s.bias.tools_named("get_t")
+    assert not s.bias.picks_tool
     assert scorer.asked == 0
 
 

@@ -19,9 +19,9 @@ hook costs nothing where it has nothing to say. The rules' shared reading
 of the JSON written so far and of the user's messages is the step's
 `ValueBias`; the hooks' look-ahead is the step's `Lookahead`. Each hook can
 be tested alone with a fake step, and removed by leaving it out of the list
-(`LlamaCpp`'s options do that: `copy_bias=0, close_bias=0`,
-`pick_bias=0`, `string_choices=1`, `check_optional=False`). `DecodedAhead`, the one hook that
-writes a value in a form the model did not choose, runs only with
+(`LlamaCpp`'s options do that: `copy_bias=0, close_bias=0`, `pick_bias=0`,
+`new_call_bias=0`, `string_choices=1`, `check_optional=False`). `DecodedAhead`,
+the one hook that writes a value in a form the model did not choose, runs only with
 `convert_values=True`; the others nudge or choose among the model's own tokens.
 """
 
@@ -43,6 +43,7 @@ from .rules import ValueBias
 __all__ = [
     "DecodeHook",
     "DecodedAhead",
+    "NewCalls",
     "OptionalFieldCheck",
     "OptionalFieldOffer",
     "Step",
@@ -82,6 +83,10 @@ class Step:
     def ahead(self, token: int | list[int], choice: bool = False) -> Any:
         """`Lookahead.ahead` from `token`, for this step."""
         return self.lookahead.ahead(self.stopped, self.constrained, self.bias, token, choice)
+
+    def closing(self, token: int) -> Any:
+        """`Lookahead.closing` from `token`, for this step: to the end of the object in progress."""
+        return self.lookahead.closing(self.stopped, self.constrained, self.bias, token)
 
     def judged(self, token: int | list[int], judge: Callable[[str], bool]) -> bool | None:
         """`Lookahead.judged` from `token`, for this step: `judge` of the text `ahead` gives."""
@@ -264,6 +269,45 @@ class ToolPick(DecodeHook):
         return logits
 
 
+class NewCalls(DecodeHook):
+    """While a later turn for a request names a call's tool, with several tools to name: if
+    the likeliest token leads, decoded ahead to the end of the call, to a call that the
+    request's turns already wrote (`ValueBias.made`), the tokens that lead only to that
+    tool get `weight` taken off, and the next likeliest is read the same way (once per
+    tool at most). A small model asked for the population of a country's capital looks
+    the capital up, then tends to look it up again; this leans it to the next call of the
+    chain, or to its answer. A nudge: the model may still write the call again, and the
+    repeat rule (`Limits.repeats`) decides whether it runs.
+
+    Args:
+        weight: Logits taken off.
+    """
+
+    def __init__(self, weight: float) -> None:
+        self.weight = np.float32(weight)
+
+    def active(self, step: Step) -> bool:
+        return step.bias.names_again
+
+    def adjust(self, step: Step, logits: Logits) -> Logits:
+        bias = step.bias
+        read: set[str] = set()
+        for _ in bias.tools:
+            top = int(np.argmax(logits))
+            named = bias.tools_named(step.piece(top))
+            if len(named) != 1 or named[0] in read:
+                return logits  # a name shared by several tools is read at the next step
+            read.add(named[0])
+            ahead = step.closing(top)
+            call = None if ahead is None or not ahead.ended else bias.call_written(ahead.text)
+            if call not in bias.made:
+                return logits
+            for t in np.flatnonzero(np.isfinite(logits)):
+                if bias.tools_named(step.piece(int(t))) == named:
+                    logits[t] -= self.weight
+        return logits
+
+
 def default_hooks(
     *,
     copy_bias: float,
@@ -273,12 +317,16 @@ def default_hooks(
     convert_values: bool = False,
     pick_bias: float = 0.0,
     score: Callable[[str, list[str]], list[float]] | None = None,
+    new_call_bias: float = 0.0,
 ) -> tuple[DecodeHook, ...]:
     """The hooks of `LlamaCpp`'s options, in the order they run; `DecodedAhead` only with
-    `convert_values` (and a copy bias), `ToolPick` only with a `pick_bias` and a `score`."""
+    `convert_values` (and a copy bias), `ToolPick` only with a `pick_bias` and a `score`,
+    `NewCalls` only with a `new_call_bias`."""
     hooks: list[DecodeHook] = []
     if pick_bias and score is not None:
         hooks += [ToolPick(pick_bias, score)]
+    if new_call_bias:
+        hooks += [NewCalls(new_call_bias)]
     if copy_bias or close_bias:
         hooks += [ValueNudges()]
     if string_choices > 1:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -29,6 +29,8 @@ __all__ = ["LOOKAHEAD", "Ahead", "Lookahead", "log_norm"]
 
 LOOKAHEAD = 48
 """The most tokens decoded ahead to read a value."""
+CALL_AHEAD = 96
+"""The most tokens decoded ahead to read the rest of a call (`closing`)."""
 SETTLE = 32
 """The most tokens the schema may allow next for `judged` to try each of them instead of
 evaluating the model."""
@@ -80,7 +82,16 @@ class Lookahead:
         with its log-probability. `None` if the model would end the generation. `stopped`
         (an abort) stops it at once, with what was decoded so far.
         """
-        found = self._decode(stopped, constrained, bias, token, choice, None)
+        found = self._decode(stopped, constrained, bias, token, "choice" if choice else "value", None)
+        assert not isinstance(found, bool)
+        return found
+
+    def closing(
+        self, stopped: Callable[[], bool], constrained: Constrained, bias: ValueBias, token: int
+    ) -> Ahead | None:
+        """Like `ahead`, but to the end of the object in progress (a call, from its tool
+        name on), within `CALL_AHEAD` tokens."""
+        found = self._decode(stopped, constrained, bias, token, "object", None)
         assert not isinstance(found, bool)
         return found
 
@@ -97,7 +108,7 @@ class Lookahead:
         the value and `judge` gives them all the same answer, that is the answer, with no
         model evaluation (the value of an optional enum or boolean field).
         """
-        found = self._decode(stopped, constrained, bias, token, False, judge)
+        found = self._decode(stopped, constrained, bias, token, "value", judge)
         return found if found is None or isinstance(found, bool) else judge(found.text)
 
     def _decode(
@@ -106,7 +117,7 @@ class Lookahead:
         constrained: Constrained,
         bias: ValueBias,
         token: int | list[int],
-        choice: bool,
+        until: Literal["value", "choice", "object"],
         judge: Callable[[str], bool] | None,
     ) -> Ahead | bool | None:
         cache = self._cache
@@ -115,8 +126,10 @@ class Lookahead:
         text = b""
         log_p = 0.0
         pending = [token] if isinstance(token, int) else token
+        choice = until == "choice"
+        steps = CALL_AHEAD if until == "object" else LOOKAHEAD
         try:
-            for i in range(LOOKAHEAD):
+            for i in range(steps):
                 ahead.consume(pending)
                 forced = ahead.forced()
                 ahead.consume(forced)
@@ -124,12 +137,16 @@ class Lookahead:
                 data = b"".join(self._vocab.piece(t)[1] for t in batch)
                 fork.feed(data)
                 text += data
-                if (fork.ended > ended if choice else fork.value_ended(depth)) or ahead.done:
+                if until == "object":
+                    done = fork.depth < depth
+                else:
+                    done = fork.ended > ended if choice else fork.value_ended(depth)
+                if done or ahead.done:
                     return Ahead(text.decode(errors="replace"), log_p, ended=True)
                 if cache.n_tokens + len(batch) >= cache.n_ctx or stopped():
                     break
                 mask = ahead.fill_mask()
-                if judge is not None and i < LOOKAHEAD - 1:  # at the last step, no next token is read
+                if judge is not None and i < steps - 1:  # at the last step, no next token is read
                     settled = self._settled(ahead, bias, depth, text, judge)
                     if settled is not None:
                         return settled

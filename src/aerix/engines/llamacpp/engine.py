@@ -36,12 +36,13 @@ from ._request import Request, parse_request
 from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
 from ._vocab import Vocab
-from .rules import ValueBias, first_request, value_bias
+from .rules import ValueBias, calls_made, copy_source, first_request, value_bias
 
 __all__ = [
     "CLOSE_BIAS",
     "COPY_BIAS",
     "FIT_THRESHOLD",
+    "NEW_CALL_BIAS",
     "PICK_BIAS",
     "STRING_CHOICES",
     "GenerationStats",
@@ -57,6 +58,8 @@ STRING_CHOICES = 3
 """The default `string_choices` (see `LlamaCpp`)."""
 PICK_BIAS = 5.0
 """The default `pick_bias` (see `LlamaCpp`), in logits per nat of fit."""
+NEW_CALL_BIAS = 4.0
+"""The default `new_call_bias` (see `LlamaCpp`), in logits."""
 _PICKS_KEPT = 64
 """How many requests' tool fits the pick keeps (`LlamaCpp._fits`)."""
 FIT_THRESHOLD = 0.33
@@ -112,6 +115,12 @@ class LlamaCpp:
             request (`fit_score`'s measure, over the tool's name and fields), less the
             best tool's, to the logits of the tokens that lead to it: the name leans to
             the tools the request speaks of. 0 turns it off.
+        new_call_bias: Under a constraint, in a later turn for a request (after calls),
+            with several tools to name: where the likeliest tool name leads (decoded
+            ahead) to a call that the request's turns already wrote, take this off the
+            logits of the tokens that lead to that tool, so the turn leans to another
+            call or to the answer; the model may still write it again (the repeat rule,
+            `Limits.repeats`, decides whether it runs). 0 turns it off.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -148,6 +157,7 @@ class LlamaCpp:
         string_choices: int = STRING_CHOICES,
         convert_values: bool = False,
         pick_bias: float = PICK_BIAS,
+        new_call_bias: float = NEW_CALL_BIAS,
         fit_threshold: float | None = FIT_THRESHOLD,
         amx: bool = False,
         verbose: bool = False,
@@ -161,7 +171,13 @@ class LlamaCpp:
             )
         if prefill_chunk < 1:
             raise AerixError("options", f"prefill_chunk must be at least 1, got {prefill_chunk}")
-        for name, bias in (("copy_bias", copy_bias), ("close_bias", close_bias), ("pick_bias", pick_bias)):
+        biases = {
+            "copy_bias": copy_bias,
+            "close_bias": close_bias,
+            "pick_bias": pick_bias,
+            "new_call_bias": new_call_bias,
+        }
+        for name, bias in biases.items():
             if isinstance(bias, bool) or not isinstance(bias, int | float) or not 0 <= bias <= 100:
                 raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
         if not isinstance(check_optional, bool):
@@ -229,6 +245,7 @@ class LlamaCpp:
         self._string_choices = string_choices
         self._convert_values = convert_values
         self._pick_bias = float(pick_bias)
+        self._new_call_bias = float(new_call_bias)
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
         self._fit: FitScorer | None = None
@@ -248,6 +265,7 @@ class LlamaCpp:
                 convert_values=convert_values,
                 pick_bias=pick_bias,
                 score=self._fits,
+                new_call_bias=new_call_bias,
             ),
             jump_forward=jump_forward,
         )
@@ -491,12 +509,20 @@ class LlamaCpp:
         job.emit(Delta(done=True, finish=finish, usage=usage))
 
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
-        """The value biases of a constrained generation; values copy from the user's messages."""
+        """The value biases of a constrained generation; values copy from the user's messages
+        and the tools' results (`copy_source`)."""
         copy, close = self._biases
-        rules = copy or close or self._check_optional or self._string_choices > 1 or self._pick_bias
+        rules = (
+            copy
+            or close
+            or self._check_optional
+            or self._string_choices > 1
+            or self._pick_bias
+            or self._new_call_bias
+        )
         if constrained is None or not rules:
             return None
-        source = "\n".join(m["content"] for m in req.prompt if m["role"] == "user")
+        source = copy_source(req.prompt)
         return value_bias(
             req.schema,
             source,
@@ -506,6 +532,7 @@ class LlamaCpp:
             check_optional=self._check_optional,
             convert_values=self._convert_values,
             request=first_request(req.prompt) if self._pick_bias else None,
+            made=calls_made(req.prompt) if self._new_call_bias else (),
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:

@@ -7,17 +7,17 @@ decoded; `value_bias` builds it for one generation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ._bias import ValueBias
 from ._dates import date_format
 from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
 from ._spans import kept_scales
-from ._tools import first_request, tool_texts
+from ._tools import calls_made, copy_source, first_request, tool_texts
 from ._units import field_unit
 
-__all__ = ["ValueBias", "first_request", "value_bias"]
+__all__ = ["ValueBias", "calls_made", "copy_source", "first_request", "value_bias"]
 
 
 def value_bias(
@@ -30,10 +30,12 @@ def value_bias(
     check_optional: bool,
     convert_values: bool = False,
     request: str | None = None,
+    made: Collection[str] = (),
 ) -> ValueBias:
     """The value biases of one constrained generation under `schema`, copying from `source`;
     `convert_values` turns on the rules that write a value in another form, `request` (the
-    one whose first turn this is) the pick of a call's tool (`ValueBias`)."""
+    one whose first turn this is) the pick of a call's tool, `made` (the calls its turns
+    wrote) the lean away from writing one again (`ValueBias`)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
@@ -60,6 +62,7 @@ def value_bias(
         enums=enum_keys(schema),
         tools=tool_texts(schema),
         request=request,
+        made=made,
         objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
     )

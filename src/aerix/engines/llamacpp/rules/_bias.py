@@ -79,6 +79,7 @@ from ._spans import (
     scales,
     spelled,
 )
+from ._tools import written_call
 from ._units import Unit, quantities
 from ._written import WrittenValues
 
@@ -138,6 +139,8 @@ class ValueBias(WrittenValues):
             (`tool_texts`): the `ToolPick` hook nudges the name towards those that fit.
         request: The user's request when this generation writes the first turn that
             answers it (`first_request`), else `None`: only that turn's tool is picked.
+        made: The calls the turns for the request wrote already (`calls_made`): the
+            `NewCalls` hook leans a later turn's tool name away from writing one again.
         convert_values: Turn on the rules that write a value in a form the user did not
             write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
             a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
@@ -163,6 +166,7 @@ class ValueBias(WrittenValues):
         enums: Collection[str] = (),
         tools: Mapping[str, str] | None = None,
         request: str | None = None,
+        made: Collection[str] = (),
         convert_values: bool = False,
     ) -> None:
         self._convert = convert_values
@@ -215,6 +219,8 @@ class ValueBias(WrittenValues):
         """The request whose first turn this is, or `None`."""
         self.tool_fits: dict[str, float] | None = None
         """How well each tool fits `request` (the `ToolPick` hook's, once it has scored them)."""
+        self.made = frozenset(made)
+        """The calls the turns for the request wrote already (`call_key`s)."""
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -242,28 +248,42 @@ class ValueBias(WrittenValues):
         return other
 
     @property
+    def names_tool(self) -> bool:
+        """Whether the next token writes a call's tool name, with two or more tools to name."""
+        c = self._cursor
+        at_name = c.depth == 3 and c.key == "tool" and (c.in_string_value or c.at_literal)
+        return at_name and len(self.tools) > 1
+
+    @property
     def picks_tool(self) -> bool:
         """Whether the next token writes a call's tool name in the first turn for a request,
         with two or more tools to name."""
-        c = self._cursor
-        return (
-            self.request is not None
-            and len(self.tools) > 1
-            and c.depth == 3
-            and c.key == "tool"
-            and (c.in_string_value or c.at_literal)
-        )
+        return self.request is not None and self.names_tool
+
+    @property
+    def names_again(self) -> bool:
+        """Whether the next token writes a call's tool name in a later turn for a request (one
+        after calls), with two or more tools to name."""
+        return bool(self.made) and self.names_tool
 
     def tools_named(self, piece: str) -> list[str]:
         """The tools whose name a token keeps the call's tool name on the way to, or ends it
         as; `[]` where no tool name is written."""
-        if not self.picks_tool:
+        if not self.names_tool:
             return []
         found = self._cursor.candidate(piece)
         if found is None or found[2]:
             return []
         value, ended, _ = found
         return [n for n in self.tools if (n == value if ended else n.startswith(value))]
+
+    def call_written(self, text: str) -> str | None:
+        """The call (`call_key`) that the tool name in progress and `text` after it write,
+        where `text` runs to the end of the call's object; `None` if it is not a whole call."""
+        c = self._cursor
+        if c.in_string_value:
+            return written_call((c.value or "") + text)
+        return written_call(text[1:]) if text.startswith('"') else None
 
     @property
     def depth(self) -> int:

@@ -6,18 +6,28 @@ answer's on 55 of 100 requests), while the tool the request makes likeliest
 by the fit score is the answer's on 73 (`docs/quality.md`, "tool pick").
 `ToolPick` nudges the tool name towards the tools that fit; these helpers
 say which tools a schema offers and which request a generation answers.
+
+In a later turn, the same model often writes the call it just made again
+instead of the next one of a chain (the capital of a country looked up twice,
+not the population of that capital). `NewCalls` leans such a turn's tool name
+away from a call that already ran; `calls_made` says which calls the turns for
+the request made, and `written_call` reads the call a turn writes.
+
+Values copy from what the user and the tools said (`copy_source`): the user's
+messages without the frame the agent loop writes around the tools' results.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ....model import ChatMessage
 from ._fields import _objects
 
-__all__ = ["first_request", "tool_texts"]
+__all__ = ["call_key", "calls_made", "copy_source", "first_request", "tool_texts", "written_call"]
 
 
 def tool_texts(schema: object) -> dict[str, str]:
@@ -35,6 +45,59 @@ def tool_texts(schema: object) -> dict[str, str]:
             names = ", ".join(fields) if isinstance(fields, dict) else ""
             found.setdefault(tool["const"], f"{tool['const']}({names})")
     return found
+
+
+_RESULTS = "Results:\n"
+"""The first line of the message that carries a turn's results (`aerix.turn.render_results`)."""
+_LABEL = re.compile(r"^\[[^\]\s]+ [^\]\s]+\] (?:error: )*", re.M)
+"""A result's label (`[call_1 capital_of] `) and an error's `error: `."""
+_NOTE = re.compile(
+    r"\n\((?:that is the result of call_|\d+ more call\(s\) were dropped)[^\n]*\)$"
+    r"|\n\[cut: \d+ more characters\]$",
+    re.M,
+)
+"""The loop's notes in a results message: a repeated call's, the dropped calls', a cut result's."""
+_RETRIES = ("Your last turn was not valid: ", "Your last turn was cut off at ")
+"""How the loop's requests for a turn again begin (`aerix.turn.render_retry`)."""
+
+
+def copy_source(messages: Sequence[ChatMessage]) -> str:
+    """The text values copy from: the user's messages, where a message of results
+    (`aerix.turn.render_results`) gives only the tools' own words, without the loop's
+    frame (the `Results:` line, each result's `[call_1 tool]` label and `error: `, a
+    repeated call's note, a cut result's note); a request for a turn again
+    (`render_retry`) gives nothing. Their words and numbers ("call_1", "2 times") are
+    neither the user's nor a tool's."""
+    parts = []
+    for m in messages:
+        content = m["content"]
+        if m["role"] != "user" or content.startswith(_RETRIES):
+            continue
+        if content.startswith(_RESULTS):
+            content = _NOTE.sub("", _LABEL.sub("", content[len(_RESULTS) :]))
+        parts.append(content)
+    return "\n".join(parts)
+
+
+def call_key(tool: str, given: object) -> str:
+    """One call as a string that two calls share when they name the same tool with the same
+    input (its keys in any order)."""
+    return json.dumps([tool, given], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def written_call(text: str) -> str | None:
+    """The `call_key` of a call written as compact JSON from its tool name's first
+    character on (`capital_of","input":{"country":"Quenland"}}`); `None` for text that
+    is not such a call."""
+    name, quote, rest = text.partition('"')
+    at = rest.find('"input":')
+    if not quote or at < 0:
+        return None
+    try:
+        given, _ = json.JSONDecoder().raw_decode(rest, at + len('"input":'))
+    except ValueError:
+        return None
+    return call_key(name, given)
 
 
 def _turn(content: str) -> dict[str, Any]:
@@ -73,3 +136,20 @@ def first_request(messages: Sequence[ChatMessage]) -> str | None:
     if previous is None or previous["role"] != "user":
         return None
     return request
+
+
+def calls_made(messages: Sequence[ChatMessage]) -> frozenset[str]:
+    """The calls that the turns answering the latest request wrote (each as `call_key`);
+    empty in the first turn for a request."""
+    made: set[str] = set()
+    previous: ChatMessage | None = None
+    for m in messages:
+        if m["role"] == "user" and _opens(previous):
+            made = set()
+        elif m["role"] == "assistant":
+            calls = _turn(m["content"]).get("calls")
+            for call in calls if isinstance(calls, list) else ():
+                if isinstance(call, dict) and isinstance(call.get("tool"), str):
+                    made.add(call_key(call["tool"], call.get("input", {})))
+        previous = m
+    return frozenset(made)
