@@ -360,6 +360,19 @@ def test_a_number_given_only_in_millions_is_written_whole(source: str, text: str
     assert percent_bias(source).scaled(text) == number
 
 
+def test_digits_that_never_end_are_written_whole_only_as_the_digits_of_a_number_in_millions() -> None:
+    # The look-ahead ran out within them: the model would write zeros up to max_tokens.
+    runaway = "85" + "0" * 46
+    assert (
+        percent_bias("a population of 213 million on 8.5 million km2").scaled(runaway, ended=False)
+        == "8500000"
+    )
+    assert percent_bias("8.5 million km2").scaled("8" * 48, ended=False) is None  # not its digits
+    assert percent_bias("$5000 at 5% for 7 years").scaled("5", ended=False) is None  # no scale's zeros
+    assert percent_bias("8.5 million and 85 thousand").scaled(runaway, ended=False) is None  # which one?
+    assert percent_bias("8.5 million km2").scaled(runaway + "}", ended=False) is None  # not digits alone
+
+
 def test_the_percentage_is_taken_once_written_as_a_fraction() -> None:
     b = percent_bias("5% now and 5% later")
     assert b.scaled("5,") == "0.05"  # every free 5 is a percentage

@@ -69,6 +69,9 @@ def test_by_default_a_percentage_is_never_written_as_its_fraction() -> None:
     assert not b.starts_number("5")
     assert b.scaled("5,") is None  # the model's 5 stays 5
     assert percent(convert_values=False, source="213 million people").scaled("213,") is None
+    assert (
+        percent(convert_values=False, source="8.5 million km2").scaled("85" + "0" * 46, ended=False) is None
+    )
 
 
 def test_with_convert_values_a_percentage_is_written_as_its_fraction() -> None:
@@ -76,6 +79,10 @@ def test_with_convert_values_a_percentage_is_written_as_its_fraction() -> None:
     assert b.starts_number("5")
     assert b.scaled("5,") == "0.05"
     assert percent(convert_values=True, source="213 million people").scaled("213,") == "213000000"
+    assert (
+        percent(convert_values=True, source="8.5 million km2").scaled("85" + "0" * 46, ended=False)
+        == "8500000"
+    )
 
 
 @pytest.mark.parametrize(

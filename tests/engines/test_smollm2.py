@@ -377,7 +377,7 @@ def query(*fields: str) -> dict[str, Any]:
     return nested("query", {k: {"type": "string"} for k in fields})
 
 
-TABLE = "Book a table for Xylophona Quentrell at the Blue Harbour Grill."
+TABLE = "Book a table for Xylophona Quentrell at Bella Notte."
 
 
 async def booking(engine: LlamaCpp, **opts: Any) -> dict[str, Any]:
@@ -400,8 +400,9 @@ async def test_string_choices_keep_the_likeliest_whole_value() -> None:
     engine = load("smollm2-instruct", n_ctx=2048)
     fresh = load("smollm2-instruct", n_ctx=2048)
     try:
-        assert (await booking(greedy))["restaurant"] == "Bloomsports"  # the trap: a name of its own
-        assert (await booking(engine))["restaurant"] == "Blue Harbour Grill"
+        # The trap: the name starts like the request, and the model then copies the whole of it.
+        assert await booking(greedy) == {"name": TABLE.rstrip("."), "restaurant": "Bella Notte"}
+        assert await booking(engine) == {"name": "Xylophona Quentrell", "restaurant": "Bella Notte"}
         # Sampled: the values are drawn by their likelihoods, reproducibly with a seed.
         first = await booking(engine, temperature=0.7, seed=7)
         assert await booking(fresh, temperature=0.7, seed=7) == first

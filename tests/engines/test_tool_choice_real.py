@@ -17,7 +17,7 @@ from aerix.engines import LlamaCpp
 from aerix.engines._load import load
 from aerix.events import AgentEvent, CallEvent, EndEvent, FinalEvent, RetryEvent, TurnEvent
 from aerix.model import GenerateOptions
-from aerix.turn import turn_schema
+from aerix.turn import fit_text, turn_schema
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +84,8 @@ async def test_a_tool_name_makes_the_first_generation_a_call_of_that_tool(smollm
 async def test_auto_calls_when_a_tool_fits_and_answers_when_none_does(
     smollm2: LlamaCpp, prompt: str, calls: bool
 ) -> None:
-    tools = [f"{t.name}: {t.description}" for t in (weather, clock)]
-    assert await smollm2.tools_fit(prompt, tools) is calls
+    # The texts the agent scores (`fit_text`: names and fields), here +0.48, +1.72, -0.86 and -0.88.
+    assert await smollm2.tools_fit(prompt, [fit_text(t) for t in (weather, clock)]) is calls
     ev, retries = await first_turn(smollm2, "auto", prompt)
     assert isinstance(ev, TurnEvent if calls else FinalEvent), ev
     assert retries == 0

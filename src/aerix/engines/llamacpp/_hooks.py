@@ -200,7 +200,7 @@ class DecodedAhead(DecodeHook):
         bias = step.bias
         if bias.starts_number(step.piece(token)):
             ahead = step.ahead(token)
-            tokens = step.allowed(None if ahead is None else bias.scaled(ahead.text))
+            tokens = step.allowed(None if ahead is None else bias.scaled(ahead.text, ahead.ended))
             if tokens:
                 bias.seal()  # the model may end it, not add digits to it
             return tokens or None

@@ -129,8 +129,10 @@ class LlamaCpp:
             Sapphire Rapids on). It crashes llama.cpp there (ggml-org/llama.cpp#20824), so
             by default the weights load on such a CPU without llama.cpp's extra buffer types
             (its AMX and repacked layouts; docs/benchmarks.md measures the cost); elsewhere
-            this option changes nothing. `True` on such a CPU first decodes a few tokens in
-            a child process, and raises `AerixError` naming the CPU if llama.cpp fails there.
+            this option changes nothing, and so it does with a llama.cpp built without AMX
+            (the portable build `make setup` makes). `True` on such a CPU first decodes a
+            few tokens in a child process, and raises `AerixError` naming the CPU if
+            llama.cpp fails there.
         verbose: Let llama.cpp print its logs.
         **llama_kwargs: Passed on to `llama_cpp.Llama`.
 

@@ -28,6 +28,8 @@ _PLACES = 6
 """The most decimal places of a number converted to a field's unit (1/3 ft is not written)."""
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
+_DIGITS = re.compile(r"-?[0-9]+")
+"""A number's digits so far, where it has not ended."""
 
 
 class WrittenValues:
@@ -128,22 +130,24 @@ class WrittenValues:
             self._numbers.use(number)
         return day
 
-    def scaled(self, text: str) -> str | None:
+    def scaled(self, text: str, ended: bool = True) -> str | None:
         """The number to write instead of the one that `text` starts with, if the messages
         give that number only with a scale that the field does not take as written
         ("5%": "0.05", "213 million": "213000000"), or in another unit than the one
         the field asks for ("5ft 10in": "70" in inches, see `_converted`); else `None`
         (always without `convert_values`).
         A number given in thousands or more also counts when written with zeros of the
-        model's own ("850000000" for "8.5 million").
+        model's own ("850000000" for "8.5 million"), and so do digits that never end
+        (`ended=False`: the look-ahead ran out within them, "85000000000…", which would
+        run on to `max_tokens`).
 
         The occurrence is then taken, as if copied.
         """
-        number = _NUMBER_VALUE.match(text)
+        number = _NUMBER_VALUE.match(text) if ended else _DIGITS.fullmatch(text)
         if number is None or not self._convert:
             return None
         written = number.group()
-        found = self._numbers.free(written)
+        found = self._numbers.free(written) if ended else []  # unended: only a scale's digits
         converted = self._converted(written, found)
         if converted is not None:
             return converted
