@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import fake_step
 
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp._hooks import (
@@ -21,7 +22,6 @@ from aerix.engines.llamacpp._hooks import (
     default_hooks,
 )
 from aerix.engines.llamacpp._lookahead import Ahead
-from aerix.engines.llamacpp._sampling import Sampling
 from aerix.engines.llamacpp.rules import ValueBias
 
 PIECES = ['{"city":"', "San", "Bos", " Francisco", '"}', ',"note":"', "}", "5", "0.05"]
@@ -56,16 +56,7 @@ def step(
 ) -> Step:
     bias = ValueBias(SOURCE, copy=2.5, close=2.0, piece=PIECES.__getitem__, convert_values=convert_values)
     bias.feed(written.encode())
-    return Step(
-        bias=bias,
-        constrained=None,  # type: ignore[arg-type]  # the fakes never read it
-        lookahead=lookahead or FakeLookahead({}),  # type: ignore[arg-type]
-        piece=PIECES.__getitem__,
-        stopped=lambda: False,
-        sampling=Sampling(temperature=temperature),
-        rng=np.random.default_rng(0),
-        room=None,
-    )
+    return fake_step(bias, PIECES, lookahead or FakeLookahead({}), temperature)
 
 
 def test_the_hooks_follow_the_options() -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import fake_step
 
 from aerix import tool
 from aerix._calls import _repeat
 from aerix.engines.llamacpp._hooks import NewCalls, Step, default_hooks
 from aerix.engines.llamacpp._lookahead import Ahead
-from aerix.engines.llamacpp._sampling import Sampling
 from aerix.engines.llamacpp.rules import calls_made, copy_source, value_bias
 from aerix.engines.llamacpp.rules._tools import call_key, written_call
 from aerix.tools import cut_result
@@ -174,16 +174,7 @@ def step(written: str, look: FakeLookahead, *, made: Any = (CAPITAL,), schema: A
     bias = value_bias(schema, "", copy=0, close=0, piece=PIECES.__getitem__, check_optional=False)
     bias.made = frozenset(call_key(t, i) for t, i in made)
     bias.feed(written.encode())
-    return Step(
-        bias=bias,
-        constrained=None,  # type: ignore[arg-type]  # the fake look-ahead never reads it
-        lookahead=look,  # type: ignore[arg-type]
-        piece=PIECES.__getitem__,
-        stopped=lambda: False,
-        sampling=Sampling(temperature=0.0),
-        rng=np.random.default_rng(0),
-        room=None,
-    )
+    return fake_step(bias, PIECES, look)
 
 
 def adjusted(hook: NewCalls, s: Step, logits: dict[str, float]) -> dict[str, float]:

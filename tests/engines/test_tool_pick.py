@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import fake_step
 
 from aerix import Tool, tool
 from aerix.engines.llamacpp._hooks import Step, ToolPick, default_hooks
-from aerix.engines.llamacpp._sampling import Sampling
 from aerix.engines.llamacpp.rules import ValueBias, first_request, value_bias
 from aerix.engines.llamacpp.rules._tools import tool_texts
 from aerix.turn import fit_text, turn_schema
@@ -122,16 +122,7 @@ def step(written: str, *, request: str | None = "What is the weather in Oslo?", 
     bias = value_bias(schema, request or "", copy=0, close=0, piece=PIECES.__getitem__, check_optional=False)
     bias.request = request
     bias.feed(written.encode())
-    return Step(
-        bias=bias,
-        constrained=None,  # type: ignore[arg-type]  # the hook never reads it
-        lookahead=None,  # type: ignore[arg-type]
-        piece=PIECES.__getitem__,
-        stopped=lambda: False,
-        sampling=Sampling(temperature=0.0),
-        rng=np.random.default_rng(0),
-        room=None,
-    )
+    return fake_step(bias, PIECES)
 
 
 def adjusted(hook: ToolPick, s: Step) -> dict[str, float]:

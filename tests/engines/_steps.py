@@ -1,0 +1,26 @@
+"""A decode step for hook tests: a model-free `Step` over a fixed list of token pieces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aerix.engines.llamacpp._hooks import Step
+from aerix.engines.llamacpp._sampling import Sampling
+from aerix.engines.llamacpp.rules import ValueBias
+
+
+def fake_step(bias: ValueBias, pieces: list[str], lookahead: Any = None, temperature: float = 0.0) -> Step:
+    """A `Step` whose token `i` is `pieces[i]`, with `lookahead` (a fake, or `None` for a hook
+    that never decodes ahead) and no constraint (the fakes never read it)."""
+    return Step(
+        bias=bias,
+        constrained=None,  # type: ignore[arg-type]
+        lookahead=lookahead,
+        piece=pieces.__getitem__,
+        stopped=lambda: False,
+        sampling=Sampling(temperature=temperature),
+        rng=np.random.default_rng(0),
+        room=None,
+    )
