@@ -13,7 +13,9 @@ tables and writes them to docs/benchmarks.md (section "engine"; not with
      docs/engines.md; a value decoded ahead and dropped costs time but adds no
      token, so compare the wall time per turn too);
    - llama-cpp-python unconstrained, and with its own grammar sampler
-     (`LlamaGrammar.from_json_schema`, `Llama.generate(grammar=...)`).
+     (`LlamaGrammar.from_json_schema`, `Llama.generate(grammar=...)`), run on the
+     thread that aerix's engines share, so that no path slows the others down
+     (docs/engines.md, "Threads, concurrency and abort").
    Tokens per second count every generated token; under jump-forward the forced
    tokens are evaluated in batches without sampling, and they count as generated
    tokens (the table shows how many). Wall time per turn includes a full prefill.
@@ -40,6 +42,7 @@ from typing import Any
 from _report import machine, write_section
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
+from aerix.engines.llamacpp._thread import Lane
 from aerix.model import ChatMessage, GenerateOptions
 
 
@@ -171,13 +174,18 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
 
     grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
     prompt = llama.tokenize(engine.render(MESSAGES).encode(), add_bos=True, special=True)
+    # llama-cpp-python's own loop runs on the thread aerix's engines share: llama.cpp's OpenMP
+    # threads slow every engine down once two threads have called into it (engines.md).
+    lane = Lane()
     paths: dict[str, Callable[[], dict[str, Any]]] = {
         "aerix, unconstrained": lambda: _aerix(engine, False),
         "aerix, llguidance mask only": lambda: _aerix(mask_only, True),
         OFF: lambda: _aerix(unbiased, True),
         "aerix, mask + jump-forward (default)": lambda: _aerix(engine, True),
-        "llama-cpp-python, unconstrained": lambda: _llama_cpp(llama, None, prompt),
-        "llama-cpp-python, its grammar sampler": lambda: _llama_cpp(llama, grammar, prompt),
+        "llama-cpp-python, unconstrained": lambda: lane.submit(_llama_cpp, llama, None, prompt).result(),
+        "llama-cpp-python, its grammar sampler": lambda: lane.submit(
+            _llama_cpp, llama, grammar, prompt
+        ).result(),
     }
     for run in paths.values():  # warm up: page the weights in, build the tokenizers
         run()
@@ -236,6 +244,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     engine.close()
     mask_only.close()
     unbiased.close()
+    lane.shutdown()
     llama.close()
     return text, figures
 

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aerix.engines.llamacpp._sampling import Sampling, TextStream, sample
+from aerix.engines.llamacpp._sampling import Sampling, TextStream, sample, top_tokens
 
 GREEDY = Sampling(temperature=0)
 
@@ -45,6 +45,33 @@ def test_top_k_and_min_p_narrow_the_choice() -> None:
     assert {sample(logits, top2, rng) for _ in range(200)} == {0, 1}
     min_p = Sampling(temperature=5.0, top_k=0, top_p=1.0, min_p=0.2)
     assert {sample(logits, min_p, rng) for _ in range(200)} == {0, 1}
+
+
+@given(
+    values=st.lists(st.sampled_from([-np.inf, -1.0, 0.0, 0.5, 2.0, 7.0]), max_size=80),
+    k=st.integers(min_value=0, max_value=90),
+)
+def test_top_tokens_are_the_k_best_allowed_tokens_in_token_order(values: list[float], k: int) -> None:
+    logits = np.array(values, dtype=np.float32)
+    got = top_tokens(logits, k).tolist()
+    allowed = [t for t, v in enumerate(values) if np.isfinite(v)]
+    assert got == sorted(got) and set(got) <= set(allowed)
+    assert len(got) == min(k, len(allowed))
+    if got and len(got) < len(allowed):  # no token left out beats one kept
+        assert max(values[t] for t in allowed if t not in got) <= min(values[t] for t in got)
+
+
+def test_top_k_sampling_over_a_masked_vocabulary_picks_among_the_allowed_tokens() -> None:
+    logits = np.random.default_rng(2).standard_normal(49152).astype(np.float32)
+    allowed = [7, 700, 7000, 40000]
+    s = Sampling(temperature=1.0, top_k=40, top_p=1.0, min_p=0.0)
+    picks = {sample(logits, s, np.random.default_rng(i), bitmask(allowed, 49152)) for i in range(60)}
+    assert picks <= set(allowed) and len(picks) > 1
+    top2 = Sampling(temperature=1.0, top_k=2, top_p=1.0, min_p=0.0)
+    best = sorted(allowed, key=lambda t: -logits[t])[:2]
+    assert {
+        sample(logits, top2, np.random.default_rng(i), bitmask(allowed, 49152)) for i in range(60)
+    } == set(best)
 
 
 @given(

@@ -37,7 +37,7 @@ import numpy as np
 
 from ._constraint import Constrained
 from ._lookahead import Lookahead, log_norm
-from ._sampling import Logits, Sampling
+from ._sampling import Logits, Sampling, top_tokens
 from .rules import ValueBias
 
 __all__ = [
@@ -150,9 +150,7 @@ class StringChoices(DecodeHook):
         norm = log_norm(logits)
         if float(logits.max()) - norm >= _SURE:
             return token  # the model is sure of its first token
-        size = logits.shape[0]
-        k = min(self.n, size)
-        firsts = [int(t) for t in np.argpartition(logits, size - k)[size - k :] if np.isfinite(logits[t])]
+        firsts: list[int] = top_tokens(logits, self.n).tolist()
         scores = []
         for t in firsts:
             ahead = step.ahead(t, choice=True)

@@ -51,6 +51,23 @@ def mask_logits(logits: Logits, mask: Bitmask) -> Logits:
     return out
 
 
+def top_tokens(logits: Logits, k: int) -> npt.NDArray[np.intp]:
+    """The `k` tokens of highest logit among those not at minus infinity (all of them if
+    fewer), in token order.
+
+    It partitions the allowed tokens alone: `np.argpartition` over a masked vector, minus
+    infinity nearly everywhere, took 8.5 ms for SmolLM2's 49,152 logits against 0.6 ms for
+    a vector with none masked (numpy 2.4, AMD EPYC), and it ran for every nudged token.
+    """
+    allowed = np.flatnonzero(np.isfinite(logits))
+    if k <= 0:
+        return allowed[:0]
+    if allowed.size > k:
+        cut = allowed.size - k
+        allowed = np.sort(allowed[np.argpartition(logits[allowed], cut)[cut:]])
+    return allowed
+
+
 def sample(logits: Logits, s: Sampling, rng: np.random.Generator, mask: Bitmask | None = None) -> int:
     """The next token.
 
@@ -66,14 +83,8 @@ def sample(logits: Logits, s: Sampling, rng: np.random.Generator, mask: Bitmask 
             return best
         return int(np.argmax(mask_logits(logits, mask)))
     work = logits if mask is None else mask_logits(logits, mask)
-    n = work.shape[0]
-    if 0 < s.top_k < n:
-        idx = np.argpartition(work, n - s.top_k)[n - s.top_k :]
-    else:
-        idx = np.arange(n)
+    idx = top_tokens(work, s.top_k if s.top_k > 0 else work.shape[0])
     cand = work[idx].astype(np.float64)
-    finite = np.isfinite(cand)
-    idx, cand = idx[finite], cand[finite]
     if idx.size == 0:
         raise RuntimeError("no token is allowed: the constraint left nothing to sample")
     order = np.argsort(-cand, kind="stable")

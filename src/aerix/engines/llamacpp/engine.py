@@ -4,9 +4,10 @@ The engine renders prompts with the model's own chat template, tokenises them
 itself and keeps its own token history, so a prompt that extends the last one
 prefills only the new part (`Usage.cached_tokens`). JSON constraints decode
 with llguidance's token mask and jump-forward over the tokens a schema forces.
-All blocking work runs on one worker thread per engine, which also serialises
-generations: one `Llama` context is not thread-safe, and many agents may
-share one engine.
+All blocking work runs on one thread that every engine of the process shares
+(`_thread`), which also serialises generations: one `Llama` context is not
+thread-safe, many agents may share one engine, and llama.cpp's OpenMP threads
+slow down when several threads call into it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import asyncio
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ._open import check_gguf, default_threads, guard_amx
 from ._request import Request, parse_request
 from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
+from ._thread import Lane
 from ._vocab import Vocab
 from .rules import ValueBias, calls_made, copy_source, first_request, value_bias
 
@@ -272,7 +274,7 @@ class LlamaCpp:
             jump_forward=jump_forward,
         )
         self._rng = np.random.default_rng()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aerix-llamacpp")
+        self._worker = Lane()
         self._closed = False
         self._current: Job | None = None
         self._live: tuple[float, int, int, Counts, list[str]] | None = None
@@ -311,7 +313,8 @@ class LlamaCpp:
     def close(self) -> None:
         """Stop any generation, free the model. Later calls do nothing.
 
-        This waits for the worker thread (at most one token or prefill chunk).
+        This waits for the engine's generation in progress (at most one token or prefill
+        chunk); a generation still waiting its turn ends its stream with a `RuntimeError`.
         """
         if self._closed:
             return
@@ -319,7 +322,7 @@ class LlamaCpp:
         job = self._current
         if job is not None:
             job.cancelled.set()
-        self._worker.shutdown(wait=True, cancel_futures=True)
+        self._worker.shutdown()
         if self._fit is not None:
             self._fit.close()
         self._llama.close()
@@ -410,7 +413,7 @@ class LlamaCpp:
         if self._closed:
             raise RuntimeError("this LlamaCpp engine is closed")
         job = Job(parse_request(messages, opts), asyncio.get_running_loop())
-        self._worker.submit(self._run, job)
+        self._worker.submit(self._run, job).add_done_callback(_unless_run(job))
         try:
             while True:
                 item = await job.queue.get()
@@ -557,3 +560,15 @@ class LlamaCpp:
             eos_token=self._vocab.text(self._llama.token_eos()),
             name=f"the chat_template given for {where}" if override else f"the chat template of {where}",
         )
+
+
+def _unless_run(job: Job) -> Callable[[Future[None]], None]:
+    """A generation's callback for its work on the worker thread: a generation whose work
+    was cancelled (the engine closed while it waited its turn) ends its stream with an error
+    instead of waiting for ever."""
+
+    def done(future: Future[None]) -> None:
+        if future.cancelled():
+            job.emit(RuntimeError("this LlamaCpp engine was closed before the generation started"))
+
+    return done

@@ -61,6 +61,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from .._sampling import top_tokens
 from ._dates import find_dates
 from ._json_cursor import NUMBER_CHARS, NUMBER_START, JsonCursor
 from ._spans import (
@@ -320,11 +321,8 @@ class ValueBias(WrittenValues):
         parts = c.split(piece)
         if parts is None:
             return None
-        n = logits.shape[0]
-        k = min(_CANDIDATES, n)
-        top = np.argpartition(logits, n - k)[n - k :].tolist()
-        for t in sorted(top, key=lambda t: -logits[t]):
-            other = c.split(self._piece(t)) if np.isfinite(logits[t]) else None
+        for t in sorted(top_tokens(logits, _CANDIDATES).tolist(), key=lambda t: -logits[t]):
+            other = c.split(self._piece(t))
             if (
                 other is not None
                 and other[0] == parts[0]
@@ -500,10 +498,7 @@ class ValueBias(WrittenValues):
             for token in np.flatnonzero(np.isfinite(logits)).tolist():
                 if self._piece(token)[:1] in _NUMBER:
                     logits[token] = -np.inf
-        n = logits.shape[0]
-        k = min(_CANDIDATES, n)
-        top = [t for t in np.argpartition(logits, n - k)[n - k :].tolist() if np.isfinite(logits[t])]
-        pieces = {t: p for t in top if (p := self._piece(t))}
+        pieces = {t: p for t in top_tokens(logits, _CANDIDATES).tolist() if (p := self._piece(t))}
         if self._copy:
             # Once a value is under way as a span, leaving the span costs what copying gains.
             so_far = cursor.value or ""
