@@ -306,7 +306,8 @@ class LlamaCpp:
     def reset(self) -> None:
         """Forget the KV cache: the next prompt is prefilled in full.
 
-        Waits for the generations already started or queued.
+        Waits for the work already started or queued on the thread the engines share
+        (this engine's generations, and those of other engines of the process).
         """
         self._worker.submit(self._cache.truncate, 0).result()
 
