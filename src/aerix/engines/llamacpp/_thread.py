@@ -6,9 +6,9 @@ GNU libgomp counts the threads of every team, and once they outnumber the CPUs
 it lets a waiting thread spin only briefly before it sleeps; ggml waits at an
 OpenMP barrier between the operations of every decode, so each of them then
 wakes a sleeping thread. On 2 CPUs, with `n_threads=2`, one engine decoded at
-about 100 tokens/s alone and at about 50 once a second engine had run a
-single decode from another thread, idle or closed since, for as long as the
-process lived (docs/engines.md, "Threads, concurrency and abort"). Every
+about 90 tokens/s alone and at about 50 once a second engine had run a
+single decode on a thread of its own, for as long as that thread lived
+(bench/threads.py; docs/engines.md, "Threads, concurrency and abort"). Every
 engine's work on one thread keeps one team, so engines do not slow each other.
 
 The cost: generations on different engines of one process run one after the
