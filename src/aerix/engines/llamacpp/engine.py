@@ -401,7 +401,8 @@ class LlamaCpp:
 
         An aborted generation (`opts["signal"]`) ends promptly with a done delta
         whose `finish` is `"stop"`. Closing or cancelling the stream stops the
-        generation too. Generations on one engine run one after the other.
+        generation too. Generations run one after the other, on one engine and across the
+        engines of a process (they share one worker thread).
 
         Args:
             messages: The conversation, system message first.
