@@ -41,8 +41,11 @@ def test_shutting_a_lane_down_cancels_its_queued_work_and_waits_for_its_running_
     returned: list[bool] = []  # whether the running work had finished when shutdown() returned
     closer = threading.Thread(target=lambda: (a.shutdown(), returned.append(running.done())))
     closer.start()
-    while not queued_a.cancelled():
+    for _ in range(1000):  # shutdown() cancels the queued work before it waits
+        if queued_a.cancelled():
+            break
         threading.Event().wait(0.01)
+    assert queued_a.cancelled()
     release.set()
     closer.join(10)
     assert returned == [True] and not running.cancelled()
