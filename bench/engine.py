@@ -18,7 +18,10 @@ tables and writes them to docs/benchmarks.md (section "engine"; not with
      (docs/engines.md, "Threads, concurrency and abort").
    Tokens per second count every generated token; under jump-forward the forced
    tokens are evaluated in batches without sampling, and they count as generated
-   tokens (the table shows how many). Wall time per turn includes a full prefill.
+   tokens (the table shows how many). The tokens forced first are evaluated with
+   the prompt's last batch, their share of its time counted as decode time; the
+   batch that completes the JSON is not evaluated. Wall time per turn includes a
+   full prefill.
 2. Prefix reuse over an 8-generation conversation: each generation appends the
    assistant's text exactly as generated and a user message with a tool result.
    Per generation: prompt, cached and prefilled tokens, and the tokens that are
@@ -226,7 +229,10 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
         "tokens; prompt: a system message with two tools and a user message "
         f"({len(prompt)} tokens). 'tokens (forced)' is the last repetition's count of "
         "generated tokens and, in brackets, how many the schema forced (evaluated in "
-        "batches, not sampled); they count as generated tokens in tokens/s. Wall per turn "
+        "batches, not sampled); they count as generated tokens in tokens/s. The ones the "
+        "schema forces first (`{\"`) are evaluated in the prompt's last batch, and their share "
+        "of that batch's time (by token count) is counted as decode time; the last batch, "
+        "which completes the JSON, is not evaluated (a next turn prefills it). Wall per turn "
         "includes a full prefill. llama-cpp-python's grammar allows whitespace after the JSON "
         "value, so its runs may continue past the value (with whitespace) up to the limit.\n\n"
         f"- constrained (mask + jump-forward) / unconstrained: "
@@ -316,7 +322,8 @@ def prefix_reuse(threads: int, temperature: float, turns: int = 8) -> tuple[str,
     }
     text = (
         "\n".join(rows) + f"\n\nEvery generation after the first prefilled what was new since the last one "
-        f"plus {_span(extra)} (the last generated token, never evaluated). "
+        f"plus {_span(extra)}: the output's last batch (the token sampled last and the "
+        "closing tokens forced after it), which completed the JSON and was never evaluated. "
         f"Total prefilled over {turns} generations: **{total['prefilled']}** tokens of "
         f"{total['prompt']} prompt tokens; re-tokenising the rendered history instead "
         f"(its own conversation, which may differ): {total['prefilled_retokenise']}."

@@ -110,8 +110,8 @@ async def test_constrained_turns_are_valid(gemma: LlamaCpp) -> None:
 
 async def test_turn_two_reuses_the_first_turn(gemma: LlamaCpp) -> None:
     first = await generate(gemma, MESSAGES, max_tokens=96, temperature=0, constraint={"json": SCHEMA})
-    u1 = first[-1].usage
-    assert u1 is not None and first[-1].finish == "stop"
+    u1, stats1 = first[-1].usage, gemma.last_stats
+    assert u1 is not None and stats1 is not None and first[-1].finish == "stop"
     messages: list[ChatMessage] = [
         *MESSAGES,
         {"role": "assistant", "content": "".join(d.text for d in first)},
@@ -121,8 +121,10 @@ async def test_turn_two_reuses_the_first_turn(gemma: LlamaCpp) -> None:
     u2 = second[-1].usage
     assert u2 is not None
     # The whole first prompt is reused, and the reply's tokens up to where a fresh
-    # tokenisation of it differs (all but the last token when the engine matches bytes).
-    assert u2.cached_tokens == u1.prompt_tokens + u1.completion_tokens - 1 > 0  # every cached token
+    # tokenisation of it differs (every evaluated token when the engine matches bytes):
+    # all but the last batch, which completed the JSON and was never evaluated.
+    assert stats1.unevaluated_tokens >= 1
+    assert u2.cached_tokens == u1.prompt_tokens + u1.completion_tokens - stats1.unevaluated_tokens > 0
     check_turn(json.loads("".join(d.text for d in second)))
 
 

@@ -374,6 +374,97 @@ async def test_forced_tokens_need_no_sampling(engine: LlamaCpp) -> None:
     assert stats is not None and stats.forced_tokens == stats.completion_tokens > 0
 
 
+def record_evals(engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The token batches the engine evaluates from now on, in order."""
+    batches: list[list[int]] = []
+    real_eval = engine._llama.eval
+
+    def recording_eval(tokens: list[int]) -> None:
+        batches.append(list(tokens))
+        real_eval(tokens)
+
+    monkeypatch.setattr(engine._llama, "eval", recording_eval)
+    return batches
+
+
+async def test_the_forced_opening_is_evaluated_with_the_prompt(
+    engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.reset()
+    batches = record_evals(engine, monkeypatch)
+    messages = [SYSTEM, user("weather?")]
+    deltas = await collect(engine, messages, temperature=0, constraint={"json": TURN_SCHEMA})
+    text = text_of(deltas)
+    check_turn(json.loads(text))
+    prompt = engine._tokenize(engine.render(messages).encode(), True)
+    # Both shapes start with `{"`, which the schema forces: it is evaluated in the
+    # prompt's batch, after the prompt's last token, and never in a batch of its own.
+    opening = batches[0][len(prompt) :]
+    assert batches[0][: len(prompt)] == prompt and opening
+    assert text.startswith(b"".join(engine._vocab.piece(t)[1] for t in opening).decode())
+    stats = engine.last_stats
+    assert stats is not None and stats.forced_tokens >= len(opening)
+    assert stats.prefilled_tokens == len(prompt)  # the opening is generated, not prompt
+    assert stats.decode_s > 0 and stats.prefill_s > 0
+    assert_cache_consistent(engine)
+
+
+async def test_a_completed_value_leaves_its_last_batch_unevaluated(
+    engine: LlamaCpp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.reset()
+    batches = record_evals(engine, monkeypatch)
+    messages = [SYSTEM, user("weather?")]
+    for seed in range(3):
+        deltas = await collect(engine, messages, temperature=1.0, seed=seed, constraint={"json": TURN_SCHEMA})
+        usage, stats = deltas[-1].usage, engine.last_stats
+        assert usage is not None and stats is not None and deltas[-1].finish == "stop"
+        # The JSON closes with `}` forced after the last sampled token: neither is evaluated.
+        assert 2 <= stats.unevaluated_tokens < usage.completion_tokens
+        assert (
+            engine._llama.n_tokens == usage.prompt_tokens + usage.completion_tokens - stats.unevaluated_tokens
+        )
+        assert_cache_consistent(engine)
+        # The next prompt, which repeats the output, prefills those tokens with what is new.
+        follow = [*messages, {"role": "assistant", "content": text_of(deltas)}, user("more")]
+        batches.clear()
+        again = (await collect(engine, follow, max_tokens=2, temperature=0))[-1].usage
+        assert again is not None
+        assert again.cached_tokens == usage.prompt_tokens + usage.completion_tokens - stats.unevaluated_tokens
+        assert len(batches[0]) == again.prompt_tokens - again.cached_tokens
+
+
+async def test_a_forced_opening_is_cut_at_max_tokens(engine: LlamaCpp) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"tool": {"const": "weather"}},
+        "required": ["tool"],
+        "additionalProperties": False,
+    }
+    deltas = await collect(engine, [user("x")], max_tokens=2, temperature=0, constraint={"json": schema})
+    usage = deltas[-1].usage
+    assert deltas[-1].finish == "length" and usage is not None and usage.completion_tokens == 2
+    assert engine.last_stats is not None and engine.last_stats.forced_tokens == 2
+    assert '{"tool":"weather"}'.startswith(text_of(deltas)) and text_of(deltas)
+    assert_cache_consistent(engine)
+
+
+async def test_a_forced_opening_that_does_not_fit_the_context_ends_with_length(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=256)
+    try:
+        n_ctx = engine.n_ctx
+        # A prompt one token short of the context: the opening cannot follow it.
+        words = "x " * (n_ctx - 1)
+        while len(engine._tokenize(engine.render([user(words)]).encode(), True)) >= n_ctx:
+            words = words[2:]
+        deltas = await collect(engine, [user(words)], temperature=0, constraint={"json": TURN_SCHEMA})
+        assert_stream_shape(deltas)
+        assert deltas[-1].finish == "length"
+        assert_cache_consistent(engine)
+    finally:
+        engine.close()
+
+
 async def test_cut_constrained_output_reports_length(engine: LlamaCpp) -> None:
     deltas = await collect(engine, [user("x")], max_tokens=3, temperature=0, constraint={"json": TURN_SCHEMA})
     assert deltas[-1].finish == "length"
@@ -417,7 +508,7 @@ async def test_a_schema_llguidance_cannot_enforce_is_a_clear_error(
 
 async def test_extending_conversation_reuses_exactly_the_cached_prefix(engine: LlamaCpp) -> None:
     messages: list[ChatMessage] = [SYSTEM, user("weather in Lisbon?")]
-    expected_cached = 0
+    expected_cached = unevaluated = 0
     for turn in range(5):
         deltas = await collect(engine, messages, temperature=0.8, seed=turn, constraint={"json": TURN_SCHEMA})
         usage = deltas[-1].usage
@@ -426,13 +517,15 @@ async def test_extending_conversation_reuses_exactly_the_cached_prefix(engine: L
         stats = engine.last_stats
         assert stats is not None and stats.prefilled_tokens == usage.prompt_tokens - expected_cached
         if turn:
-            # Only what is new is prefilled: the text after the last output, plus
-            # at most its last token (sampled or forced, never evaluated).
+            # Only what is new is prefilled: the text after the last output, plus the
+            # output's tokens that were never evaluated (the batch that closed the JSON).
             before = engine.render(messages[:-2]) + messages[-2]["content"]
             new = engine.render(messages)[len(before) :].encode()
-            assert 0 <= stats.prefilled_tokens - len(engine._tokenize(new, False)) <= 1
-        # The cache holds the prompt and every generated token but the last.
-        expected_cached = usage.prompt_tokens + usage.completion_tokens - 1
+            assert 0 <= stats.prefilled_tokens - len(engine._tokenize(new, False)) <= unevaluated
+        # The cache holds the prompt and every evaluated generated token.
+        unevaluated = stats.unevaluated_tokens
+        assert 1 <= unevaluated < usage.completion_tokens
+        expected_cached = usage.prompt_tokens + usage.completion_tokens - unevaluated
         assert_cache_consistent(engine)
         messages += [{"role": "assistant", "content": text_of(deltas)}, user(f"result {turn + 1}")]
 

@@ -242,8 +242,8 @@ async def test_progress_tells_the_phase_and_the_tokens(tiny_gguf: Path) -> None:
         assert engine.progress is None
         real = engine._cache.eval_prompt
 
-        def slow(tokens: Any) -> None:  # read progress from the loop while the worker prefills
-            real(tokens)
+        def slow(tokens: Any, *rest: Any) -> None:  # read progress from the loop while the worker prefills
+            real(tokens, *rest)
             if (p := engine.progress) is not None:
                 seen.append(p)
 

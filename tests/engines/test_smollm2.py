@@ -44,8 +44,8 @@ async def test_constrained_turns_are_valid(smollm2: LlamaCpp) -> None:
 
 async def test_turn_two_reuses_the_first_turn(smollm2: LlamaCpp) -> None:
     first = await generate(smollm2, MESSAGES, max_tokens=128, temperature=0, constraint={"json": SCHEMA})
-    u1 = first[-1].usage
-    assert u1 is not None and first[-1].finish == "stop"
+    u1, stats1 = first[-1].usage, smollm2.last_stats
+    assert u1 is not None and stats1 is not None and first[-1].finish == "stop"
     messages = [
         *MESSAGES,
         {"role": "assistant", "content": "".join(d.text for d in first)},
@@ -54,8 +54,9 @@ async def test_turn_two_reuses_the_first_turn(smollm2: LlamaCpp) -> None:
     second = await generate(smollm2, messages, max_tokens=128, temperature=0, constraint={"json": SCHEMA})
     u2 = second[-1].usage
     assert u2 is not None
-    # Everything but the last generated token was in the cache already.
-    assert u2.cached_tokens == u1.prompt_tokens + u1.completion_tokens - 1 > 0
+    # Every generated token but the last batch (which completed the JSON) was in the cache.
+    assert stats1.unevaluated_tokens >= 1
+    assert u2.cached_tokens == u1.prompt_tokens + u1.completion_tokens - stats1.unevaluated_tokens > 0
     check_turn(json.loads("".join(d.text for d in second)))
 
 

@@ -43,10 +43,26 @@ class KvCache:
         if tokens:
             self._llama.eval(tokens)
 
-    def eval_prompt(self, tokens: Sequence[int]) -> None:
-        """Evaluate prompt tokens and record them."""
-        self.eval(tokens)
+    def eval_prompt(
+        self,
+        tokens: Sequence[int],
+        prompt: bytes | None = None,
+        then: Sequence[int] = (),
+        pieces: Sequence[bytes] = (),
+    ) -> None:
+        """Evaluate prompt tokens and record them.
+
+        Args:
+            tokens: The prompt's next tokens.
+            prompt: The whole prompt's text, once `tokens` are its last ones.
+            then: Generated tokens to evaluate in the same batch, after the prompt's last ones.
+            pieces: The bytes of each of `then`.
+        """
+        self.eval([*tokens, *then])
         self.history.extend_prompt(tokens)
+        if prompt is not None:
+            self.history.set_prompt(prompt)
+            self.history.extend_generated(then, pieces)
 
     def eval_generated(self, tokens: Sequence[int], pieces: Sequence[bytes]) -> None:
         """Evaluate generated tokens and record them with their bytes."""

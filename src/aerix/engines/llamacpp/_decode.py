@@ -95,11 +95,19 @@ class Decoder:
         bias: ValueBias | None,
         counts: Counts,
         rng: np.random.Generator,
+        opening: Sequence[int] = (),
+        *,
+        evaluated: bool = False,
     ) -> FinishReason:
         """Generate after a complete prefill.
 
-        The cache ends up holding every generated token but the last one sampled
-        or forced (an end token, a token past a stop string or `max_tokens`).
+        `opening` are the tokens the schema forces first (`opening()`), already
+        `evaluated` with the prompt's last chunk or not. The cache ends up holding every generated
+        token but the last one sampled or forced (an end token, a token past a
+        stop string or `max_tokens`); when the schema is complete, the last batch
+        (the token sampled last and the closing tokens forced after it) is not
+        evaluated either: nothing is sampled after it, and the next prompt
+        prefills it in one batch with the rest of what is new.
         """
         req, cache, vocab = job.request, self._cache, self._vocab
         text = TextStream(req.stop)
@@ -116,24 +124,21 @@ class Decoder:
                 rng=rng,
                 room=None,
             )
-        # A schema may force the first tokens already, e.g. `{"calls":[`.
-        batch = self._forced(constrained, limit, counts)
+        batch = list(opening)
+        counts.forced += len(batch)
         while True:
             if batch:
                 counts.generated += len(batch)
                 pieces = self._emit_text(job, text, batch, bias)
-                if text.stopped:
-                    return self._finish(job, text, "stop")
-                if constrained is not None and constrained.done:
-                    # Keep the cache one token short of the output, as after an end token.
-                    if cache.n_tokens + len(batch) <= cache.n_ctx:
-                        cache.eval_generated(batch[:-1], pieces)
+                if text.stopped or (constrained is not None and constrained.done):
                     return self._finish(job, text, "stop")
                 if limit is not None and counts.generated >= limit:
                     return self._finish(job, text, "length")
-                if cache.n_tokens + len(batch) >= cache.n_ctx:
-                    return self._finish(job, text, "length")
-                cache.eval_generated(batch, pieces)
+                if not evaluated:
+                    if cache.n_tokens + len(batch) >= cache.n_ctx:
+                        return self._finish(job, text, "length")
+                    cache.eval_generated(batch, pieces)
+                evaluated = False
             if job.stopped():
                 return self._finish(job, text, "stop")
             logits = cache.logits()
@@ -163,14 +168,21 @@ class Decoder:
                 room = None if limit is None else limit - counts.generated - 1
                 batch += self._forced(constrained, room, counts)
 
-    def _forced(self, constrained: Constrained | None, room: int | None, counts: Counts) -> list[int]:
-        """The tokens the schema forces now (consumed), at most `room` of them."""
+    def opening(self, constrained: Constrained | None, room: int | None) -> list[int]:
+        """The tokens a schema forces before anything is sampled (`{"calls":[`, say), at most
+        `room` of them, consumed: the engine evaluates them with the prompt, and `run` counts
+        them."""
+        return self._forced(constrained, room, None)
+
+    def _forced(self, constrained: Constrained | None, room: int | None, counts: Counts | None) -> list[int]:
+        """The tokens the schema forces now (consumed and counted), at most `room` of them."""
         if constrained is None or not self._jump_forward or constrained.done or room == 0:
             return []
         forced = constrained.forced()[:room]
         if forced:
             constrained.consume(forced)
-            counts.forced += len(forced)
+            if counts is not None:
+                counts.forced += len(forced)
         return forced
 
     def _finish(self, job: Job, text: TextStream, finish: FinishReason) -> FinishReason:

@@ -22,10 +22,16 @@ class GenerationStats:
     """Tokens generated, forced ones included."""
     forced_tokens: int
     """Generated tokens that the constraint forced (jump-forward), not sampled."""
+    unevaluated_tokens: int = 0
+    """Generated tokens the KV cache does not hold afterwards: the last one and, where a
+    JSON value was completed, the batch that completed it (nothing is sampled after
+    them); a next prompt that repeats them prefills them."""
     prefill_s: float
     """Seconds spent rendering, tokenising and prefilling."""
     decode_s: float
-    """Seconds spent generating."""
+    """Seconds spent generating. The tokens a schema forces first (`{"`) are evaluated in
+    one batch with the prompt's last tokens; their share of that batch's time, by token
+    count, is counted here and not in `prefill_s`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

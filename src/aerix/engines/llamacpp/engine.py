@@ -479,20 +479,33 @@ class LlamaCpp:
         finish: FinishReason = "stop"
         try:
             todo = plan.tokens[plan.reuse :]
+            # What the schema forces first (`{"`) needs no logits of its own: it is
+            # evaluated with the prompt's last chunk instead of in a decode of its own.
+            opening = self._decoder.opening(constrained, req.max_tokens)
+            with_prompt = bool(opening) and len(plan.tokens) + len(opening) < self._n_ctx
             for i in range(0, len(todo), self._chunk):
                 if job.stopped():
                     break  # an abort before the first chunk leaves the cache untouched
                 if i == 0:
                     cache.truncate(plan.reuse)
                 chunk = todo[i : i + self._chunk]
-                cache.eval_prompt(chunk)
+                if i + self._chunk < len(todo):
+                    cache.eval_prompt(chunk)
+                else:
+                    then = opening if with_prompt else []
+                    tc = time.perf_counter()
+                    cache.eval_prompt(chunk, prompt, then, [self._vocab.piece(t)[0] for t in then])
+                    t1 = time.perf_counter()
+                    # The opening's share of that evaluation counts as decoding time.
+                    t1 -= (t1 - tc) * len(then) / (len(chunk) + len(then))
                 counts.prefilled += len(chunk)
             else:
-                cache.history.set_prompt(prompt)
-                t1 = time.perf_counter()
                 phase[0] = "decode"
                 rng = self._rng if req.seed is None else np.random.default_rng(req.seed)
-                finish = self._decoder.run(job, constrained, self._bias(req, constrained), counts, rng)
+                bias = self._bias(req, constrained)
+                finish = self._decoder.run(
+                    job, constrained, bias, counts, rng, opening, evaluated=with_prompt
+                )
         finally:
             cache.sync()
         t2 = time.perf_counter()
@@ -509,6 +522,7 @@ class LlamaCpp:
             prefilled_tokens=counts.prefilled,
             completion_tokens=usage.completion_tokens,
             forced_tokens=counts.forced,
+            unevaluated_tokens=counts.generated - max(0, cache.n_tokens - len(plan.tokens)),
             prefill_s=t1 - t0,
             decode_s=t2 - t1,
         )
