@@ -101,13 +101,13 @@ class Decoder:
     ) -> FinishReason:
         """Generate after a complete prefill.
 
-        `opening` are the tokens the schema forces first (`opening()`), already
-        `evaluated` with the prompt's last chunk or not. The cache ends up holding every generated
-        token but the last one sampled or forced (an end token, a token past a
-        stop string or `max_tokens`); when the schema is complete, the last batch
-        (the token sampled last and the closing tokens forced after it) is not
-        evaluated either: nothing is sampled after it, and the next prompt
-        prefills it in one batch with the rest of what is new.
+        `opening` are the tokens the schema forces first (`opening()`), `evaluated`
+        already with the prompt's last chunk or not. The cache ends up holding
+        every generated token but the last one sampled or forced (an end token, a
+        token past a stop string or `max_tokens`); when the schema is complete,
+        the last batch (the token sampled last and the closing tokens forced after
+        it) is not evaluated either: nothing is sampled after it, and the next
+        prompt prefills it in one batch with the rest of what is new.
         """
         req, cache, vocab = job.request, self._cache, self._vocab
         text = TextStream(req.stop)
