@@ -101,7 +101,7 @@ class Decoder:
     ) -> FinishReason:
         """Generate after a complete prefill.
 
-        `opening` are the tokens the schema forces first (`opening()`), `evaluated`
+        `opening` are the tokens the schema forces first (`forced()`), `evaluated`
         already with the prompt's last chunk or not. The cache ends up holding
         every generated token but the last one sampled or forced (an end token, a
         token past a stop string or `max_tokens`); when the schema is complete,
@@ -166,23 +166,19 @@ class Decoder:
             if constrained is not None:
                 constrained.consume(batch)
                 room = None if limit is None else limit - counts.generated - 1
-                batch += self._forced(constrained, room, counts)
+                forced = self.forced(constrained, room)
+                counts.forced += len(forced)
+                batch += forced
 
-    def opening(self, constrained: Constrained | None, room: int | None) -> list[int]:
-        """The tokens a schema forces before anything is sampled (`{"calls":[`, say), at most
-        `room` of them, consumed: the engine evaluates them with the prompt, and `run` counts
-        them."""
-        return self._forced(constrained, room, None)
-
-    def _forced(self, constrained: Constrained | None, room: int | None, counts: Counts | None) -> list[int]:
-        """The tokens the schema forces now (consumed and counted), at most `room` of them."""
+    def forced(self, constrained: Constrained | None, room: int | None) -> list[int]:
+        """The tokens the schema forces now (`{"calls":[`, say), at most `room` of them,
+        consumed; the caller counts them. The engine asks for the opening ones before
+        the prefill, to evaluate them with the prompt."""
         if constrained is None or not self._jump_forward or constrained.done or room == 0:
             return []
         forced = constrained.forced()[:room]
         if forced:
             constrained.consume(forced)
-            if counts is not None:
-                counts.forced += len(forced)
         return forced
 
     def _finish(self, job: Job, text: TextStream, finish: FinishReason) -> FinishReason:

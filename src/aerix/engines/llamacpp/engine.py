@@ -481,7 +481,7 @@ class LlamaCpp:
             todo = plan.tokens[plan.reuse :]
             # What the schema forces first (`{"`) needs no logits of its own: it is
             # evaluated with the prompt's last chunk instead of in a decode of its own.
-            opening = self._decoder.opening(constrained, req.max_tokens)
+            opening = self._decoder.forced(constrained, req.max_tokens)
             with_prompt = bool(opening) and len(plan.tokens) + len(opening) < self._n_ctx
             for i in range(0, len(todo), self._chunk):
                 if job.stopped():
