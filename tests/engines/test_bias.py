@@ -9,6 +9,8 @@ import pytest
 
 from aerix.engines.llamacpp.rules._bias import ValueBias
 from aerix.engines.llamacpp.rules._fields import enum_keys
+from aerix.engines.llamacpp.rules._spans import quoted, quoted_values
+from aerix.engines.llamacpp.rules._tools import user_words
 from aerix.engines.llamacpp.rules._units import field_unit
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
@@ -787,3 +789,72 @@ def test_enum_keys_are_the_string_fields_with_an_enum() -> None:
         },
     }
     assert enum_keys(schema) == {"unit", "mode"}
+
+
+def test_quoted_values_are_what_the_text_puts_in_quotes() -> None:
+    text = (
+        "Our company's server is called 'EnterpriseDB', the host is \"db.company.com\", "
+        "the password 'secure*pwd123'; the users' files; I'd like “Blue Note” and «Paris»."
+    )
+    assert quoted_values(text) == ["EnterpriseDB", "db.company.com", "secure*pwd123", "Blue Note", "Paris"]
+    assert quoted_values("no quotes here, it's fine") == []
+    assert quoted_values("' spaced ' and '' and 'a\nb'") == []  # blanks at an end, empty, a line break
+    where = quoted(text, {"EnterpriseDB", "Paris"})
+    assert {text[a:b] for a, b in where.items()} == {"EnterpriseDB", "Paris"}
+
+
+def test_a_value_the_user_put_in_quotes_gets_the_copy_bias_once_more() -> None:
+    # "a" is a span of the request too; the quoted name gets the bias twice, and its closing
+    # quote only where the whole quoted value is written.
+    source = "Add a server, and call it 'Enterprise DB' please."
+    pieces = ["a", "Enter", "prise", " DB", '"', "please"]
+
+    def out(text: str, quoted: tuple[str, ...] = ("Enterprise DB",)) -> list[float]:
+        b = ValueBias(source, copy=2.0, close=0.0, piece=pieces.__getitem__, quoted=quoted)
+        b.feed(text.encode())
+        return b.apply(np.zeros(len(pieces), dtype=np.float32)).tolist()
+
+    start = '{"t":{"name":"'
+    assert out(start) == [2.0, 4.0, 0.0, 0.0, -2.0, 2.0]
+    assert out(start, quoted=()) == [2.0, 2.0, 0.0, 0.0, -2.0, 2.0]  # as before without it
+    assert out(start + "Enter") == [-2.0, -2.0, 4.0, -2.0, -2.0, -2.0]
+    # " DB" also goes on with the name the value would end short of (`cut_short`): 2 + 2 + 2.
+    assert out(start + "Enterprise") == [-2.0, -2.0, -2.0, 6.0, 2.0, -2.0]  # "Enterprise" alone: once
+    assert out(start + "Enterprise DB") == [-2.0, -2.0, -2.0, -2.0, 4.0, -2.0]
+    # Not in a final (the turn's own level): there it is one span as any other.
+    assert out('{"final":"') == [2.0, 2.0, 0.0, 0.0, -2.0, 2.0]
+
+
+def test_quotes_reach_a_fields_own_name_but_not_the_tools_name() -> None:
+    # A quoted value is one even if it is only the field's name ("the password is
+    # 'password'"); the tool's name is chosen as it always was, whatever the quotes.
+    source = "The password is 'password' for the 'car-rental' project."
+    pieces = ["password", "p", "c", "car", '"']
+    text = b'{"calls":[{"tool":"'
+
+    def out(text: bytes) -> list[float]:
+        b = ValueBias(
+            source,
+            copy=2.0,
+            close=0.0,
+            piece=pieces.__getitem__,
+            quoted=("password", "car-rental"),
+            constants={"contact"},
+            constant_keys={"tool"},
+        )
+        b.feed(text)
+        return b.apply(np.zeros(len(pieces), dtype=np.float32)).tolist()
+
+    assert out(b'{"calls":[{"tool":"t","input":{"password":"') == [4.0, 4.0, 4.0, 4.0, -2.0]
+    assert out(text) == [2.0, 2.0, 2.0, 2.0, -2.0]  # spans, as before: no quote bonus
+
+
+def test_user_words_leave_out_results_and_requests_for_a_turn_again() -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": "tools"},
+        {"role": "user", "content": "Rename 'a.txt'"},
+        {"role": "assistant", "content": '{"calls":[]}'},
+        {"role": "user", "content": "Results:\n[call_1 f] error: no file named 'a.txt'"},
+        {"role": "user", "content": "Your last turn was not valid: 'x'"},
+    ]
+    assert user_words(messages) == "Rename 'a.txt'"

@@ -38,7 +38,7 @@ from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
 from ._thread import Lane
 from ._vocab import Vocab
-from .rules import ValueBias, calls_made, copy_source, first_request, value_bias
+from .rules import ValueBias, calls_made, copy_source, first_request, quoted_values, user_words, value_bias
 
 __all__ = [
     "CLOSE_BIAS",
@@ -554,6 +554,7 @@ class LlamaCpp:
             convert_values=self._convert_values,
             request=first_request(req.prompt) if self._pick_bias else None,
             made=calls_made(req.prompt) if self._new_call_bias else (),
+            quoted=quoted_values(user_words(req.prompt)) if copy else (),
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:

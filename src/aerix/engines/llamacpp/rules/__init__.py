@@ -13,11 +13,19 @@ from typing import Any
 from ._bias import ValueBias
 from ._dates import date_format
 from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
-from ._spans import kept_scales
-from ._tools import calls_made, copy_source, first_request, tool_texts
+from ._spans import kept_scales, quoted_values
+from ._tools import calls_made, copy_source, first_request, tool_texts, user_words
 from ._units import field_unit
 
-__all__ = ["ValueBias", "calls_made", "copy_source", "first_request", "value_bias"]
+__all__ = [
+    "ValueBias",
+    "calls_made",
+    "copy_source",
+    "first_request",
+    "quoted_values",
+    "user_words",
+    "value_bias",
+]
 
 
 def value_bias(
@@ -31,11 +39,13 @@ def value_bias(
     convert_values: bool = False,
     request: str | None = None,
     made: Collection[str] = (),
+    quoted: Collection[str] = (),
 ) -> ValueBias:
     """The value biases of one constrained generation under `schema`, copying from `source`;
     `convert_values` turns on the rules that write a value in another form, `request` (the
     one whose first turn this is) the pick of a call's tool, `made` (the calls its turns
-    wrote) the lean away from writing one again (`ValueBias`)."""
+    wrote) the lean away from writing one again, `quoted` (what the user put in quotes)
+    the lean to those values (`ValueBias`)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
@@ -63,6 +73,7 @@ def value_bias(
         tools=tool_texts(schema),
         request=request,
         made=made,
+        quoted=quoted,
         objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
     )

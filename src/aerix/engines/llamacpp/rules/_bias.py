@@ -80,6 +80,7 @@ from ._spans import (
     scales,
     spelled,
 )
+from ._spans import quoted as quoted_spans
 from ._tools import written_call
 from ._units import Unit, quantities
 from ._written import WrittenValues
@@ -142,6 +143,10 @@ class ValueBias(WrittenValues):
             answers it (`first_request`), else `None`: only that turn's tool is picked.
         made: The calls the turns for the request wrote already (`calls_made`): the
             `NewCalls` hook leans a later turn's tool name away from writing one again.
+        quoted: What the user put in quotes (`quoted_values`): a string value in a tool's
+            input that copies one of them, from its start, gets the copy bias once more
+            (its closing quote only where the whole quoted value is written), even one
+            made only of words of its field's name (`'password'` for `password`).
         convert_values: Turn on the rules that write a value in a form the user did not
             write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
             a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
@@ -168,10 +173,13 @@ class ValueBias(WrittenValues):
         tools: Mapping[str, str] | None = None,
         request: str | None = None,
         made: Collection[str] = (),
+        quoted: Collection[str] = (),
         convert_values: bool = False,
     ) -> None:
         self._convert = convert_values
         self._text = Spans(source)
+        self._quoted = quoted_spans(source, frozenset(quoted)) if quoted else {}
+        """Where a value the user put in quotes starts in `source`, with its end."""
         self._enums = frozenset(enums)
         self._lowered = Spans(source.lower()) if self._enums else self._text
         """The messages in lower case: what an enum's value copies."""
@@ -460,14 +468,25 @@ class ValueBias(WrittenValues):
             return False
         return any(at < d.start <= at + len(value) for at in starts for d in self._dates)
 
-    def _uncopied(self, value: str, key: str, bare: bool) -> bool:
+    def _uncopied(self, value: str, key: str, bare: bool, quoted: int) -> bool:
         """Whether a string value gets no copy bias: a number, in a field next to number
         fields (`bare`: numbers go to number fields), or made only of words of the
         field's own name ("slope_type": "slope") or of a constant of the schema, such as
         the tool's name ("team": "NFL" for `nfl_data.player_record`), except in a field
-        that is such a constant itself (`tool`: the name is chosen as it always was)."""
+        that is such a constant itself (`tool`: the name is chosen as it always was), or
+        where the user put the value in quotes (`quoted`: "the password is 'password'")."""
         names = () if key in self._constant_keys else self._constants
-        return (bare and value.isdigit()) or own_name(value, key, *names)
+        return (bare and value.isdigit()) or (not quoted and own_name(value, key, *names))
+
+    def _in_quotes(self, value: str, whole: bool) -> int:
+        """1 if a string value of a tool's input copies, from its start, a free span that the
+        user put in quotes (`whole`: all of it); else 0. Not in a field that is a constant
+        of the schema (the tool's name) nor in the turn's own fields (a final)."""
+        c = self._cursor
+        if not self._quoted or c.depth < 2 or c.key in self._constant_keys:
+            return 0
+        ends = [self._quoted.get(at, -1) - at for at in self._text.where(value, whole)]
+        return int(any(len(value) == end if whole else 0 < len(value) <= end for end in ends))
 
     def _copies(self, value: str, whole: bool, key: str) -> bool:
         """Whether the string `value` starts a span of the messages (`whole`: is one); in any
@@ -523,7 +542,8 @@ class ValueBias(WrittenValues):
                 if whole and not value and not number:
                     logits[token] -= self._copy  # an empty string copies nothing
                     continue
-                if not number and self._uncopied(value, cursor.key, bare):
+                quoted = 0 if number else self._in_quotes(value, whole)
+                if not number and self._uncopied(value, cursor.key, bare, quoted):
                     continue
                 if number:
                     copies = self._numbers.match(value, whole)
@@ -535,7 +555,7 @@ class ValueBias(WrittenValues):
                         more = self._named(cursor.key, value, whole) + self._first(cursor.key, value, whole)
                     else:
                         more = int(value != cursor.value and any(at in short for at in starts))
-                        more += int(earliest in starts)
+                        more += int(earliest in starts) + quoted
                     logits[token] += self._copy * (1 + more)
                 elif stay:
                     logits[token] -= self._copy

@@ -1,7 +1,8 @@
 """The user's messages as the value rules read them: spans at word boundaries
 (`Spans`), numbers as the messages give them (in words, with thousands
 separators, with a scale: `number_text`, `scales`), the fields they name
-(`mention`, `named`, `near`) and what they say (`said`).
+(`mention`, `named`, `near`), what they say (`said`) and what they put in
+quotes (`quoted_values`, `quoted`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ __all__ = [
     "near",
     "number_text",
     "own_name",
+    "quoted",
+    "quoted_values",
     "said",
     "same_digits",
     "scaled_number",
@@ -128,6 +131,35 @@ _EXPONENTS = {
 _PERCENT_FIELD = re.compile(r"percent|\bpct\b|per cent")
 _FRACTION_FIELD = re.compile(r"decimal|fraction")
 _SCALE_FIELD = re.compile(r"thousand|million|billion|trillion")
+
+
+_QUOTED = re.compile(
+    r"""(?<!\w)'(\S(?:[^'\n]{0,98}\S)?)'(?!\w)"""
+    r"""|(?<!\w)"(\S(?:[^"\n]{0,98}\S)?)"(?!\w)"""
+    r"|[‘`](\S(?:[^’`\n]{0,98}\S)?)[’`]"
+    r"|“(\S(?:[^”\n]{0,98}\S)?)”"
+    r"|«\s?(\S(?:[^»\n]{0,98}\S)?)\s?»"
+    r"|„(\S(?:[^“”\n]{0,98}\S)?)[“”]"
+    r"|「(\S(?:[^」\n]{0,98}\S)?)」"
+)
+"""A quoted value: up to 100 characters in quotes, no line break, no blank at either end.
+A straight quote opens only where no letter or digit is before it, and closes only where
+none follows ("company's" and "users'" hold no quote)."""
+
+
+def quoted_values(text: str) -> list[str]:
+    """What a text puts in quotes, in order: `'EnterpriseDB'`, `"main"`, `“Blue Note”`."""
+    return [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(text)]
+
+
+def quoted(source: str, values: Collection[str]) -> dict[int, int]:
+    """Where each of `values` stands in quotes in `source`: its start, with its end."""
+    found: dict[int, int] = {}
+    for m in _QUOTED.finditer(source):
+        start = next(i for i in range(1, len(m.groups()) + 1) if m.group(i) is not None)
+        if m.group(start) in values:
+            found[m.start(start)] = m.end(start)
+    return found
 
 
 def takes_percent(key: str, description: str = "") -> bool:

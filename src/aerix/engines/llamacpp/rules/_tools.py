@@ -27,7 +27,15 @@ from typing import Any
 from ....model import ChatMessage
 from ._fields import _objects
 
-__all__ = ["call_key", "calls_made", "copy_source", "first_request", "tool_texts", "written_call"]
+__all__ = [
+    "call_key",
+    "calls_made",
+    "copy_source",
+    "first_request",
+    "tool_texts",
+    "user_words",
+    "written_call",
+]
 
 
 def tool_texts(schema: object) -> dict[str, str]:
@@ -77,6 +85,16 @@ def copy_source(messages: Sequence[ChatMessage]) -> str:
             content = _NOTE.sub("", _LABEL.sub("", content[len(_RESULTS) :]))
         parts.append(content)
     return "\n".join(parts)
+
+
+def user_words(messages: Sequence[ChatMessage]) -> str:
+    """The user's own messages: not the tools' results, nor the loop's requests for a
+    turn again."""
+    return "\n".join(
+        m["content"]
+        for m in messages
+        if m["role"] == "user" and not m["content"].startswith((_RESULTS, *_RETRIES))
+    )
 
 
 def call_key(tool: str, given: object) -> str:
