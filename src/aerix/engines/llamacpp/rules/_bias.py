@@ -478,14 +478,15 @@ class ValueBias(WrittenValues):
         names = () if key in self._constant_keys else self._constants
         return (bare and value.isdigit()) or (not quoted and own_name(value, key, *names))
 
-    def _in_quotes(self, value: str, whole: bool) -> int:
-        """1 if a string value of a tool's input copies, from its start, a free span that the
-        user put in quotes (`whole`: all of it); else 0. Not in a field that is a constant
-        of the schema (the tool's name) nor in the turn's own fields (a final)."""
+    def _in_quotes(self, value: str, whole: bool, starts: Collection[int]) -> int:
+        """1 if a string value of a tool's input copies, from its start at one of `starts`
+        (free spans), a value the user put in quotes (`whole`: all of it); else 0. Not in
+        a field that is a constant of the schema (the tool's name) nor in the turn's own
+        fields (a final)."""
         c = self._cursor
         if not self._quoted or c.depth < 2 or c.key in self._constant_keys:
             return 0
-        ends = [self._quoted.get(at, -1) - at for at in self._text.where(value, whole)]
+        ends = [self._quoted.get(at, -1) - at for at in starts]
         return int(any(len(value) == end if whole else 0 < len(value) <= end for end in ends))
 
     def _copies(self, value: str, whole: bool, key: str) -> bool:
@@ -542,14 +543,14 @@ class ValueBias(WrittenValues):
                 if whole and not value and not number:
                     logits[token] -= self._copy  # an empty string copies nothing
                     continue
-                quoted = 0 if number else self._in_quotes(value, whole)
-                if not number and self._uncopied(value, cursor.key, bare, quoted):
-                    continue
                 if number:
                     copies = self._numbers.match(value, whole)
                 else:
                     copies = self._copies(value, whole, cursor.key)
                 starts = self._text.where(value, whole) if copies and not number else []
+                quoted = self._in_quotes(value, whole, starts)
+                if not number and self._uncopied(value, cursor.key, bare, quoted):
+                    continue
                 if copies and (number or not self._into_date(value, starts)):
                     if number:
                         more = self._named(cursor.key, value, whole) + self._first(cursor.key, value, whole)

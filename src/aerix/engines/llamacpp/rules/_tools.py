@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ....model import ChatMessage
@@ -76,25 +76,21 @@ def copy_source(messages: Sequence[ChatMessage]) -> str:
     repeated call's note, a cut result's note); a request for a turn again
     (`render_retry`) gives nothing. Their words and numbers ("call_1", "2 times") are
     neither the user's nor a tool's."""
-    parts = []
-    for m in messages:
-        content = m["content"]
-        if m["role"] != "user" or content.startswith(_RETRIES):
-            continue
-        if content.startswith(_RESULTS):
-            content = _NOTE.sub("", _LABEL.sub("", content[len(_RESULTS) :]))
-        parts.append(content)
-    return "\n".join(parts)
+    return "\n".join(
+        _NOTE.sub("", _LABEL.sub("", text[len(_RESULTS) :])) if text.startswith(_RESULTS) else text
+        for text in _said(messages)
+    )
 
 
 def user_words(messages: Sequence[ChatMessage]) -> str:
     """The user's own messages: not the tools' results, nor the loop's requests for a
     turn again."""
-    return "\n".join(
-        m["content"]
-        for m in messages
-        if m["role"] == "user" and not m["content"].startswith((_RESULTS, *_RETRIES))
-    )
+    return "\n".join(text for text in _said(messages) if not text.startswith(_RESULTS))
+
+
+def _said(messages: Sequence[ChatMessage]) -> Iterator[str]:
+    """The user messages' texts, but the loop's requests for a turn again."""
+    return (m["content"] for m in messages if m["role"] == "user" and not m["content"].startswith(_RETRIES))
 
 
 def call_key(tool: str, given: object) -> str:
