@@ -364,9 +364,14 @@ def _ablation_md(args: argparse.Namespace, results: dict[tuple[str, str, str], l
     notes: list[str] = []
     for category in categories:
         for config in configs:
-            base = {o.id: o.right for o in results[("default", category, config)]}
+            default = results.get(("default", category, config))
+            if default is None:
+                raise ValueError(f"no default run of {category} ({config}) to compare with; merge one")
+            base = {o.id: o.right for o in default}
             for name in names:
-                scored = results[(name, category, config)]
+                scored = results.get((name, category, config))
+                if scored is None:
+                    continue  # not run for this category (the tool pick where one tool is given)
                 right = {o.id: o.right for o in scored}
                 won, lost = won_lost(base, right)
                 n = len(scored) or 1

@@ -418,6 +418,22 @@ async def test_identical_means_the_same_tool_and_input_whatever_the_key_order() 
     assert results[1].text.startswith("error: 3\n(that is the result of call_1;")
 
 
+async def test_a_repeat_of_a_failed_call_quotes_its_error_with_one_error_prefix() -> None:
+    @tool
+    def find(city: str) -> str:
+        """Find a city."""
+        raise ValueError(f"no city named {city!r}")
+
+    turn = calls(("find", {"city": "Mars"}), ("find", {"city": "Mars"}))
+    agent = Agent(model=ScriptedModel([turn, final()]), tools=[find], limits=Limits(repeats=0))
+    results = [e for e in await events_of(agent) if isinstance(e, ResultEvent)]
+    assert [r.error for r in results] == [True, True]
+    assert results[0].text == "error: ValueError: no city named 'Mars'"
+    assert results[1].text.startswith(
+        "error: ValueError: no city named 'Mars'\n(that is the result of call_1;"
+    )
+
+
 @pytest.mark.parametrize("concurrent", [False, True])
 async def test_a_repeat_within_one_turn_quotes_the_earlier_call_and_skips_after_call(
     concurrent: bool,

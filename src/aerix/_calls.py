@@ -168,8 +168,10 @@ def _repeat(repeats: int, earlier: tuple[str, str] | None) -> str:
         return "error: this call repeats an earlier call (the same tool and input), so it was not run again"
     call_id, text = earlier
     # The earlier result first: a small model answering next copies from the start of it.
+    # An earlier error keeps its one "error: " (not "error: error: ...").
+    head = text if text.startswith("error: ") else f"error: {text}"
     return (
-        f"error: {text}\n(that is the result of {call_id}; this call repeats it, the same tool and input, "
+        f"{head}\n(that is the result of {call_id}; this call repeats it, the same tool and input, "
         f"which ran {ran}: limits.repeats={repeats}, so it was not run again)"
     )
 
