@@ -206,3 +206,68 @@ def test_a_merge_keeps_one_part_takes_a_plain_default_run_and_one_model(tmp_path
     }
     with pytest.raises(ValueError, match="a run of 'smollm2-instruct', not 'gemma3-270m'"):
         read_ablation([path], model="gemma3-270m")
+
+
+def ablation_rows(path: Path, rows: list[tuple[str, str, str, bool]]) -> Path:
+    """Write ablation rows (configuration, category, id, right) as `--jsonl` writes them."""
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "category": category,
+                    "config": "constrained-required",
+                    "ablation": ablation,
+                    "id": entry_id,
+                    "check": {"valid": right, "error": ""},
+                    "seconds": 1.0,
+                }
+            )
+            for ablation, category, entry_id, right in rows
+        )
+    )
+    return path
+
+
+MERGE = ["--category", "simple_python", "--category", "multiple", "--part", "report"]
+MERGE += ["--config", "constrained-required", "--ablation", "default", "no-tool-pick", "--no-write"]
+
+
+def test_a_merge_leaves_out_a_configuration_a_category_did_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tool pick never acts where an entry gives one tool: simple_python runs without it.
+    path = ablation_rows(
+        tmp_path / "runs.jsonl",
+        [
+            ("default", "simple_python", "simple_python_0", True),
+            ("default", "simple_python", "simple_python_2", False),
+            ("default", "multiple", "multiple_0", True),
+            ("no-tool-pick", "multiple", "multiple_0", False),
+        ],
+    )
+    assert asyncio.run(main([*MERGE, "--merge", str(path)])) == 0
+    rows = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| simple_python") or line.startswith("| multiple")
+    ]
+    rows = list(dict.fromkeys(rows))  # printed as computed, then in the table
+    assert [line.split(" | ")[2] for line in rows] == [
+        "default engine (every rule on)",
+        "default engine (every rule on)",
+        "tool pick off",
+    ]
+    assert rows[0].startswith("| simple_python") and rows[2].startswith("| multiple")
+    assert "| -100.0 | 0 | 1 |" in rows[2]
+
+
+def test_a_merge_without_a_categorys_default_names_it(tmp_path: Path) -> None:
+    path = ablation_rows(
+        tmp_path / "runs.jsonl",
+        [
+            ("default", "simple_python", "simple_python_0", True),
+            ("no-tool-pick", "multiple", "multiple_0", False),
+        ],
+    )
+    with pytest.raises(ValueError, match=r"no default run of multiple \(constrained-required\)"):
+        asyncio.run(main([*MERGE, "--merge", str(path)]))
