@@ -136,25 +136,35 @@ def test_an_unknown_part_flag_is_refused(capsys: pytest.CaptureFixture[str]) -> 
     assert "invalid choice: 'validation'" in capsys.readouterr().err
 
 
-def test_ablation_runs_from_separate_processes_merge_by_configuration(tmp_path: Path) -> None:
-    def row(ablation: str, entry_id: str, right: bool) -> str:
-        return json.dumps(
-            {
-                "category": "simple_python",
-                "config": "constrained-required",
-                "ablation": ablation,
-                "id": entry_id,
-                "check": {"valid": right, "error": ""},
-                "seconds": 1.5,
-            }
+def ablation_rows(path: Path, rows: list[tuple[str, str, str, bool]]) -> Path:
+    """Write ablation rows (configuration, category, id, right) as `--jsonl` writes them."""
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "category": category,
+                    "config": "constrained-required",
+                    "ablation": ablation,
+                    "id": entry_id,
+                    "check": {"valid": right, "error": ""},
+                    "seconds": 1.0,
+                }
+            )
+            for ablation, category, entry_id, right in rows
         )
-
-    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
-    one.write_text(
-        row("default", "simple_python_0", True) + "\n" + row("default", "simple_python_2", False) + "\n"
     )
-    two.write_text(
-        row("rules-off", "simple_python_0", False) + "\n" + row("rules-off", "simple_python_2", False)
+    return path
+
+
+def test_ablation_runs_from_separate_processes_merge_by_configuration(tmp_path: Path) -> None:
+    sp = "simple_python"
+    one = ablation_rows(
+        tmp_path / "one.jsonl",
+        [("default", sp, "simple_python_0", True), ("default", sp, "simple_python_2", False)],
+    )
+    two = ablation_rows(
+        tmp_path / "two.jsonl",
+        [("rules-off", sp, "simple_python_0", False), ("rules-off", sp, "simple_python_2", False)],
     )
     merged = read_ablation([one, two])
     assert sorted(merged) == [
@@ -206,26 +216,6 @@ def test_a_merge_keeps_one_part_takes_a_plain_default_run_and_one_model(tmp_path
     }
     with pytest.raises(ValueError, match="a run of 'smollm2-instruct', not 'gemma3-270m'"):
         read_ablation([path], model="gemma3-270m")
-
-
-def ablation_rows(path: Path, rows: list[tuple[str, str, str, bool]]) -> Path:
-    """Write ablation rows (configuration, category, id, right) as `--jsonl` writes them."""
-    path.write_text(
-        "\n".join(
-            json.dumps(
-                {
-                    "category": category,
-                    "config": "constrained-required",
-                    "ablation": ablation,
-                    "id": entry_id,
-                    "check": {"valid": right, "error": ""},
-                    "seconds": 1.0,
-                }
-            )
-            for ablation, category, entry_id, right in rows
-        )
-    )
-    return path
 
 
 MERGE = ["--category", "simple_python", "--category", "multiple", "--part", "report"]
