@@ -16,10 +16,12 @@ The agent is `aerix.Agent(model=aerix.load("smollm2-instruct"), tools=<the task'
 tools>, limits=Limits(turns=8))` with the library's defaults otherwise
 (instructions none, `tool_choice="auto"`, the engine's sampling at its default
 temperature), each task with a fixed seed so that a rerun gives the same runs.
-Configurations: `default` (the engine's value rules on, as shipped) and
+Configurations: `default` (the engine's value rules on, as shipped),
 `rules-off` (`copy_bias=0, close_bias=0, pick_bias=0, new_call_bias=0,
-string_choices=1, check_optional=False`) and `no-new-calls` (`new_call_bias=0`: the
-default engine without the lean away from calls already made);
+string_choices=1, check_optional=False, no_placeholders=False`), `no-new-calls`
+(`new_call_bias=0`: the default engine without the lean away from calls already
+made) and `no-placeholders` (`no_placeholders=False`: values may copy the
+contract's `<your answer>`);
 with `--peer smolagents` also smolagents' `ToolCallingAgent` on the same GGUF, served
 by `llama_cpp.server` on 127.0.0.1 (`bench/_agent_tasks/peer_smolagents.py`, run
 with the Python of `--peer-python`, default .venv-bench, which has smolagents).
@@ -64,9 +66,11 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "new_call_bias": 0,
             "string_choices": 1,
             "check_optional": False,
+            "no_placeholders": False,
         },
     ),
     "no-new-calls": ("aerix, new calls off", {"new_call_bias": 0}),
+    "no-placeholders": ("aerix, placeholders allowed", {"no_placeholders": False}),
 }
 """Each configuration's label and the `aerix.load` options it adds."""
 

@@ -29,7 +29,8 @@ every entry's outcome.
 `--ablation` measures the engine's value rules on one part: the default
 engine, then each rule off in turn (`copy_bias=0`, `close_bias=0`,
 `pick_bias=0`, `string_choices=1`, `check_optional=False`; "every rule off" also has
-`new_call_bias=0`, which acts only in a turn after calls, never in BFCL's), the opt-in `convert_values=True`,
+`new_call_bias=0`, which acts only in a turn after calls, never in BFCL's, and
+`no_placeholders=False`), the opt-in `convert_values=True`,
 and every rule off, each on a model loaded for it alone; it prints, per
 configuration, the accuracy, its change against the default in points and
 the entries won and lost against the default (by id), and writes that to the
@@ -85,6 +86,7 @@ RULES_OFF = {
     "new_call_bias": 0.0,
     "string_choices": 1,
     "check_optional": False,
+    "no_placeholders": False,
 }
 """`LlamaCpp`'s options with every value rule off (`convert_values` is off by default)."""
 

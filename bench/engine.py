@@ -1,8 +1,11 @@
 """The LlamaCpp engine on SmolLM2-135M-Instruct: constrained decode speed and prefix reuse.
 
-Run: `python bench/engine.py [--reps 5] [--threads 2] [--no-write]`. Prints the
-tables and writes them to docs/benchmarks.md (section "engine"; not with
-`--no-write`).
+Run: `python bench/engine.py [--reps 5] [--threads 2] [--runs 1] [--no-write]`.
+Prints the tables and writes them to docs/benchmarks.md (section "engine"; not
+with `--no-write`). With `--runs N` the side-by-side speed measurement is
+repeated N times on the same engines and its tables show the run whose
+constrained / unconstrained ratio is the median; every run's ratio is listed
+(the ratio moves from one run to the next on a shared machine).
 
 1. Decode speed, side by side on one prompt (a system message with two tools
    and a user message), greedy, each path repeated and interleaved:
@@ -115,6 +118,8 @@ MESSAGES: list[ChatMessage] = [
 ]
 MAX_TOKENS = 96
 OFF = "aerix, mask + jump-forward, no value biases, optional check or string choices"
+DEFAULT = "aerix, mask + jump-forward (default)"
+UNCONSTRAINED = "aerix, unconstrained"
 
 
 async def _aerix_turn(engine: LlamaCpp, messages: list[ChatMessage], opts: GenerateOptions) -> str:
@@ -156,7 +161,28 @@ def _llama_cpp(llama: Any, grammar: Any, prompt: list[int]) -> dict[str, Any]:
     return {"tokens": len(tokens), "forced": 0, "decode_s": t2 - t1, "wall_s": t2 - t0, "text": text}
 
 
-def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
+def median_run(ratios: list[float]) -> int:
+    """The index of the run whose ratio is the median (the lower middle of an even count)."""
+    if not ratios:
+        raise ValueError("median_run needs at least one run's ratio")
+    return sorted(range(len(ratios)), key=lambda i: ratios[i])[(len(ratios) - 1) // 2]
+
+
+def _measure(paths: dict[str, Callable[[], dict[str, Any]]], reps: int) -> dict[str, Any]:
+    """One side-by-side run: every path `reps` times, interleaved; each path's runs, median
+    tokens per second and median wall time per turn."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
+    for _ in range(reps):
+        for name, run in paths.items():
+            runs[name].append(run())
+    return {
+        "runs": runs,
+        "rate": {n: statistics.median(r["tokens"] / r["decode_s"] for r in rs) for n, rs in runs.items()},
+        "wall": {n: statistics.median(r["wall_s"] for r in rs) for n, rs in runs.items()},
+    }
+
+
+def decode_speed(reps: int, threads: int, runs: int = 1) -> tuple[str, dict[str, float]]:
     import llama_cpp
 
     engine = load("smollm2-instruct", n_threads=threads, n_ctx=2048)
@@ -171,6 +197,7 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
         new_call_bias=0,
         check_optional=False,
         string_choices=1,
+        no_placeholders=False,
     )
     llama = llama_cpp.Llama(str(model_path("smollm2-instruct")), n_ctx=2048, n_threads=threads, verbose=False)
     from llama_cpp.llama_grammar import LlamaGrammar
@@ -181,10 +208,10 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     # threads slow every engine down once two threads have called into it (engines.md).
     lane = Lane()
     paths: dict[str, Callable[[], dict[str, Any]]] = {
-        "aerix, unconstrained": lambda: _aerix(engine, False),
+        UNCONSTRAINED: lambda: _aerix(engine, False),
         "aerix, llguidance mask only": lambda: _aerix(mask_only, True),
         OFF: lambda: _aerix(unbiased, True),
-        "aerix, mask + jump-forward (default)": lambda: _aerix(engine, True),
+        DEFAULT: lambda: _aerix(engine, True),
         "llama-cpp-python, unconstrained": lambda: lane.submit(_llama_cpp, llama, None, prompt).result(),
         "llama-cpp-python, its grammar sampler": lambda: lane.submit(
             _llama_cpp, llama, grammar, prompt
@@ -192,40 +219,48 @@ def decode_speed(reps: int, threads: int) -> tuple[str, dict[str, float]]:
     }
     for run in paths.values():  # warm up: page the weights in, build the tokenizers
         run()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
-    for _ in range(reps):
-        for name, run in paths.items():
-            runs[name].append(run())
-    rate = {n: statistics.median(r["tokens"] / r["decode_s"] for r in rs) for n, rs in runs.items()}
-    wall = {n: statistics.median(r["wall_s"] for r in rs) for n, rs in runs.items()}
-    base = rate["aerix, unconstrained"]
+    measured = [_measure(paths, reps) for _ in range(runs)]
+    ratios = [m["rate"][DEFAULT] / m["rate"][UNCONSTRAINED] for m in measured]
+    shown = measured[median_run(ratios)]
+    by_path, rate, wall = shown["runs"], shown["rate"], shown["wall"]
+    base = rate[UNCONSTRAINED]
     rows = [
         "| path | tokens (forced) | decode tokens/s | vs aerix unconstrained | wall per turn |",
         "|---|---|---|---|---|",
     ]
-    for name, rs in runs.items():
+    for name, rs in by_path.items():
         last = rs[-1]
         rows.append(
             f"| {name} | {last['tokens']} ({last['forced']}) | {rate[name]:.0f} | "
             f"{rate[name] / base:.2f} | {wall[name] * 1000:.0f} ms |"
         )
-    ours = rate["aerix, mask + jump-forward (default)"]
+    ours = rate[DEFAULT]
     theirs = rate["llama-cpp-python, its grammar sampler"]
     figures = {
         "constrained_vs_unconstrained": ours / base,
         "mask_only_vs_unconstrained": rate["aerix, llguidance mask only"] / base,
         "biases_vs_no_biases": ours / rate[OFF],
-        "biases_wall": wall["aerix, mask + jump-forward (default)"] / wall[OFF],
+        "biases_wall": wall[DEFAULT] / wall[OFF],
         "constrained_vs_llama_grammar": ours / theirs,
         "llama_grammar_vs_llama_unconstrained": theirs / rate["llama-cpp-python, unconstrained"],
     }
     outputs = "\n".join(
         f"- {name}: `{rs[-1]['text'][:150].replace(chr(10), ' ').replace('`', chr(39))}`"
-        for name, rs in runs.items()
+        for name, rs in by_path.items()
     )
     table = "\n".join(rows)
+    figures["runs_median"] = statistics.median(ratios)
+    spread = ""
+    if runs > 1:
+        spread = (
+            f"\n\nThe whole measurement was run {runs} times in a row on the same engines; "
+            "constrained / unconstrained in each run: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f" (median **{figures['runs_median']:.2f}**). The table above is the run with the "
+            "median ratio."
+        )
     text = (
-        f"{table}\n\nMedians of {reps} interleaved repetitions, greedy, at most {MAX_TOKENS} "
+        f"{table}{spread}\n\nMedians of {reps} interleaved repetitions, greedy, at most {MAX_TOKENS} "
         "tokens; prompt: a system message with two tools and a user message "
         f"({len(prompt)} tokens). 'tokens (forced)' is the last repetition's count of "
         "generated tokens and, in brackets, how many the schema forced (evaluated in "
@@ -337,10 +372,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--runs", type=int, default=1, help="repeat the side-by-side speed run; show the median run"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
-    speed, _ = decode_speed(args.reps, args.threads)
+    if args.runs < 1:
+        parser.error(f"--runs must be 1 or more, not {args.runs}")
+    speed, _ = decode_speed(args.reps, args.threads, args.runs)
     greedy, _ = prefix_reuse(args.threads, 0.0)
     sampled, _ = prefix_reuse(args.threads, 0.7)
     markdown = (
@@ -348,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {machine()}; llama.cpp threads: {args.threads}; load average "
         f"{load_before:.1f} before the run, {os.getloadavg()[0]:.1f} after (the machine was "
         "shared: compare the rows of one table, not absolute speeds across runs). "
-        f"Command: `python bench/engine.py --reps {args.reps} --threads {args.threads}`.\n\n"
+        f"Command: `python bench/engine.py --reps {args.reps} --threads {args.threads}"
+        f"{f' --runs {args.runs}' if args.runs > 1 else ''}`.\n\n"
         f"### Constrained decoding\n\n{speed}\n\n"
         "### Prefix reuse (8 generations)\n\n"
         "A growing conversation under the turn schema: each generation appends the "

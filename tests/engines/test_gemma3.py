@@ -36,6 +36,7 @@ from _tools import weather
 from aerix import Agent, Limits
 from aerix.engines import LlamaCpp
 from aerix.engines._load import GEMMA_TEMPLATE, load, model_path
+from aerix.engines.llamacpp._hooks import NoPlaceholders
 from aerix.engines.llamacpp._prefix import TokenHistory
 from aerix.engines.llamacpp._template import ChatTemplate
 from aerix.engines.llamacpp._vocab import Vocab
@@ -219,3 +220,24 @@ async def test_a_run_that_may_only_answer_ends_with_its_final(gemma: LlamaCpp) -
     assert [ev.type for ev in events if ev.type not in ("text", "usage")] == ["final"]
     assert model.generations[0].opts.get("constraint") == {"json": turn_schema([weather], "none")}
     assert isinstance(events[-1].text, str) and events[-1].text  # type: ignore[union-attr]
+
+
+async def test_its_final_is_its_own_words_not_the_contracts_placeholder(gemma: LlamaCpp) -> None:
+    """The base model copies the contract's `{"final":"<your answer>"}` whole as its answer;
+    the engine's `NoPlaceholders` rule (on by default) draws another first token instead."""
+    hooks = gemma._decoder.hooks
+    finals: dict[bool, str] = {}
+    try:
+        for on in (False, True):
+            gemma._decoder.hooks = (
+                hooks if on else tuple(h for h in hooks if not isinstance(h, NoPlaceholders))
+            )
+            answering = agent(Recorder(gemma), tool_choice="none", limits=Limits(turns=2, max_tokens=64))
+            events = await run(answering, "What is the weather in Porto?")
+            assert isinstance(events[-1], FinalEvent), events[-1]
+            finals[on] = events[-1].text
+    finally:
+        gemma._decoder.hooks = hooks
+    assert any(isinstance(h, NoPlaceholders) for h in hooks)
+    assert finals[False].startswith("<your answer>")  # the rule has something to do here
+    assert finals[True] and not finals[True].startswith("<your answer>"), finals

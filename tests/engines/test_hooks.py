@@ -206,6 +206,7 @@ async def test_without_hooks_the_loop_only_follows_the_schema(tiny_gguf: Path) -
         new_call_bias=0,
         string_choices=1,
         check_optional=False,
+        no_placeholders=False,
     )
     try:
         assert engine._decoder.hooks == ()

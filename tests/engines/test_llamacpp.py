@@ -184,19 +184,36 @@ def test_convert_values_must_be_a_bool(tiny_gguf: Path, value: object) -> None:
     assert info.value.kind == "options"
 
 
+def hook_names(gguf: Path, **options: Any) -> list[str]:
+    """The decode hooks of an engine loaded with `options`, by class name."""
+    engine = LlamaCpp(gguf, n_ctx=256, **options)
+    try:
+        return [type(h).__name__ for h in engine._decoder.hooks]
+    finally:
+        engine.close()
+
+
 def test_only_convert_values_lets_a_hook_write_values_the_model_did_not_choose(tiny_gguf: Path) -> None:
     for options, writes in (
         ({}, False),
         ({"convert_values": True}, True),
         ({"convert_values": False}, False),
     ):
-        engine = LlamaCpp(tiny_gguf, n_ctx=256, **options)
-        try:
-            names = [type(h).__name__ for h in engine._decoder.hooks]
-        finally:
-            engine.close()
+        names = hook_names(tiny_gguf, **options)
         assert ("DecodedAhead" in names) is writes, options
         assert "ValueNudges" in names  # the nudges stay on either way
+
+
+def test_no_placeholders_is_on_by_default_and_can_be_turned_off(tiny_gguf: Path) -> None:
+    assert "NoPlaceholders" in hook_names(tiny_gguf)
+    assert "NoPlaceholders" not in hook_names(tiny_gguf, no_placeholders=False)
+
+
+@pytest.mark.parametrize("value", [1, 0, "no", None])
+def test_no_placeholders_must_be_a_bool(tiny_gguf: Path, value: object) -> None:
+    with pytest.raises(AerixError, match=f"no_placeholders must be True or False, got {value!r}") as info:
+        LlamaCpp(tiny_gguf, no_placeholders=value)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
 
 
 @pytest.mark.parametrize("value", [0, -3, 2.0, True, "3", None])

@@ -20,7 +20,8 @@ of the JSON written so far and of the user's messages is the step's
 `ValueBias`; the hooks' look-ahead is the step's `Lookahead`. Each hook can
 be tested alone with a fake step, and removed by leaving it out of the list
 (`LlamaCpp`'s options do that: `copy_bias=0, close_bias=0`, `pick_bias=0`,
-`new_call_bias=0`, `string_choices=1`, `check_optional=False`). `DecodedAhead`,
+`new_call_bias=0`, `string_choices=1`, `check_optional=False`,
+`no_placeholders=False`). `DecodedAhead`,
 the one hook that writes a value in a form the model did not choose, runs only with
 `convert_values=True`; the others nudge or choose among the model's own tokens.
 """
@@ -37,13 +38,14 @@ import numpy as np
 
 from ._constraint import Constrained
 from ._lookahead import Lookahead, log_norm
-from ._sampling import Logits, Sampling, top_tokens
+from ._sampling import Logits, Sampling, sample, top_tokens
 from .rules import ValueBias
 
 __all__ = [
     "DecodeHook",
     "DecodedAhead",
     "NewCalls",
+    "NoPlaceholders",
     "OptionalFieldCheck",
     "OptionalFieldOffer",
     "Step",
@@ -163,6 +165,42 @@ class StringChoices(DecodeHook):
             return max(scores)[1]
         weights = np.exp((np.array([s for s, _ in scores]) - max(scores)[0]) / temperature)
         return scores[int(step.rng.choice(len(scores), p=weights / weights.sum()))][1]
+
+
+class NoPlaceholders(DecodeHook):
+    """The first token of a string value (in a tool's input or the final): where the value
+    it starts, decoded ahead, copies a placeholder of the system prompt (the contract's
+    `{"final":"<your answer>"}`: `ValueBias.copies_placeholder`), that token is left out
+    and another drawn from the rest of the same logits, up to `tries` times. A small model
+    often copies the contract's placeholder whole as its answer (Gemma 3 270M, 14 of the
+    17 finals of the agent benchmark's tuning part); it then writes what it would have
+    written next. Only tokens on the way to a placeholder (`<`, `<your`) are read ahead,
+    so a value that merely starts with `<` ("<5 ms") costs a short look-ahead and stays.
+
+    Args:
+        tries: The most tokens left out at one step.
+    """
+
+    def __init__(self, tries: int = 4) -> None:
+        self.tries = tries
+
+    def active(self, step: Step) -> bool:
+        return bool(step.bias.placeholders) and step.bias.starts_any_string
+
+    def choose(self, step: Step, token: int) -> int:
+        bias, logits = step.bias, None
+        for _ in range(self.tries):
+            if not bias.may_copy_placeholder(step.piece(token)):
+                return token
+            ahead = step.ahead(token, choice=True)
+            if ahead is None or not bias.copies_placeholder(ahead.text):
+                return token
+            logits = step.logits.copy() if logits is None else logits
+            logits[token] = -np.inf
+            if not np.isfinite(logits).any():
+                return token
+            token = sample(logits, step.sampling, step.rng)
+        return token
 
 
 class OptionalFieldCheck(DecodeHook):
@@ -316,10 +354,11 @@ def default_hooks(
     pick_bias: float = 0.0,
     score: Callable[[str, list[str]], list[float]] | None = None,
     new_call_bias: float = 0.0,
+    no_placeholders: bool = False,
 ) -> tuple[DecodeHook, ...]:
     """The hooks of `LlamaCpp`'s options, in the order they run; `DecodedAhead` only with
     `convert_values` (and a copy bias), `ToolPick` only with a `pick_bias` and a `score`,
-    `NewCalls` only with a `new_call_bias`."""
+    `NewCalls` only with a `new_call_bias`, `NoPlaceholders` only with `no_placeholders`."""
     hooks: list[DecodeHook] = []
     if pick_bias and score is not None:
         hooks += [ToolPick(pick_bias, score)]
@@ -329,6 +368,8 @@ def default_hooks(
         hooks += [ValueNudges()]
     if string_choices > 1:
         hooks += [StringChoices(string_choices)]
+    if no_placeholders:
+        hooks += [NoPlaceholders()]
     if check_optional:
         hooks += [OptionalFieldCheck()]
     if copy_bias and convert_values:

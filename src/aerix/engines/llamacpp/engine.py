@@ -38,7 +38,16 @@ from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
 from ._thread import Lane
 from ._vocab import Vocab
-from .rules import ValueBias, calls_made, copy_source, first_request, quoted_values, user_words, value_bias
+from .rules import (
+    ValueBias,
+    calls_made,
+    copy_source,
+    first_request,
+    placeholders,
+    quoted_values,
+    user_words,
+    value_bias,
+)
 
 __all__ = [
     "CLOSE_BIAS",
@@ -123,6 +132,11 @@ class LlamaCpp:
             logits of the tokens that lead to that tool, so the turn leans to another
             call or to the answer; the model may still write it again (the repeat rule,
             `Limits.repeats`, decides whether it runs). 0 turns it off.
+        no_placeholders: Under a constraint, where the first token of a string value (in a
+            tool's input or the final) leads, decoded ahead, to a placeholder of the system
+            prompt (the contract's `{"final":"<your answer>"}`), draw another token from
+            the rest: a small model copies the placeholder whole as its answer. Only a
+            value that begins with the placeholder is left out. False turns it off.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -162,6 +176,7 @@ class LlamaCpp:
         convert_values: bool = False,
         pick_bias: float = PICK_BIAS,
         new_call_bias: float = NEW_CALL_BIAS,
+        no_placeholders: bool = True,
         fit_threshold: float | None = FIT_THRESHOLD,
         amx: bool = False,
         verbose: bool = False,
@@ -188,6 +203,8 @@ class LlamaCpp:
             raise AerixError("options", f"check_optional must be True or False, got {check_optional!r}")
         if not isinstance(convert_values, bool):
             raise AerixError("options", f"convert_values must be True or False, got {convert_values!r}")
+        if not isinstance(no_placeholders, bool):
+            raise AerixError("options", f"no_placeholders must be True or False, got {no_placeholders!r}")
         if isinstance(string_choices, bool) or not isinstance(string_choices, int) or string_choices < 1:
             raise AerixError(
                 "options", f"string_choices must be a whole number, 1 or more, got {string_choices!r}"
@@ -250,6 +267,7 @@ class LlamaCpp:
         self._convert_values = convert_values
         self._pick_bias = float(pick_bias)
         self._new_call_bias = float(new_call_bias)
+        self._no_placeholders = no_placeholders
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
         self._fit: FitScorer | None = None
@@ -270,6 +288,7 @@ class LlamaCpp:
                 pick_bias=pick_bias,
                 score=self._fits,
                 new_call_bias=new_call_bias,
+                no_placeholders=no_placeholders,
             ),
             jump_forward=jump_forward,
         )
@@ -540,6 +559,7 @@ class LlamaCpp:
             or self._string_choices > 1
             or self._pick_bias
             or self._new_call_bias
+            or self._no_placeholders
         )
         if constrained is None or not rules:
             return None
@@ -555,6 +575,7 @@ class LlamaCpp:
             request=first_request(req.prompt) if self._pick_bias else None,
             made=calls_made(req.prompt) if self._new_call_bias else (),
             quoted=quoted_values(user_words(req.prompt)) if copy else (),
+            placeholders=placeholders(req.prompt) if self._no_placeholders else (),
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:

@@ -14,7 +14,7 @@ from ._bias import ValueBias
 from ._dates import date_format
 from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
 from ._spans import kept_scales, quoted_values
-from ._tools import calls_made, copy_source, first_request, tool_texts, user_words
+from ._tools import calls_made, copy_source, first_request, placeholders, tool_texts, user_words
 from ._units import field_unit
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "calls_made",
     "copy_source",
     "first_request",
+    "placeholders",
     "quoted_values",
     "user_words",
     "value_bias",
@@ -40,12 +41,14 @@ def value_bias(
     request: str | None = None,
     made: Collection[str] = (),
     quoted: Collection[str] = (),
+    placeholders: Collection[str] = (),
 ) -> ValueBias:
     """The value biases of one constrained generation under `schema`, copying from `source`;
     `convert_values` turns on the rules that write a value in another form, `request` (the
     one whose first turn this is) the pick of a call's tool, `made` (the calls its turns
     wrote) the lean away from writing one again, `quoted` (what the user put in quotes)
-    the lean to those values (`ValueBias`)."""
+    the lean to those values, `placeholders` (the system prompt's `<your answer>`) the
+    values no value copies (`ValueBias`)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
@@ -74,6 +77,7 @@ def value_bias(
         request=request,
         made=made,
         quoted=quoted,
+        placeholders=placeholders,
         objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
     )

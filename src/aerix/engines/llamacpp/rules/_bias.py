@@ -81,7 +81,7 @@ from ._spans import (
     spelled,
 )
 from ._spans import quoted as quoted_spans
-from ._tools import written_call
+from ._tools import PLACEHOLDER, written_call
 from ._units import Unit, quantities
 from ._written import WrittenValues
 
@@ -101,6 +101,14 @@ _NUMBER_SPAN = re.compile(r"-?\d+(?:\.\d+)?")
 _SERIES_WORD = re.compile(r"[^\W_]{2}")
 """The start of a word a series field's value may be ordered by: two letters or digits."""
 _NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
+_PLACEHOLDER = re.compile(PLACEHOLDER)
+_HEAD = re.compile(r"<[^\W_]+")
+
+
+def _head(placeholder: str) -> str:
+    """How a placeholder opens: `<` and its first word (`<your` for `<your answer>`)."""
+    found = _HEAD.match(placeholder)
+    return found.group() if found else placeholder
 
 
 class ValueBias(WrittenValues):
@@ -147,6 +155,8 @@ class ValueBias(WrittenValues):
             input that copies one of them, from its start, gets the copy bias once more
             (its closing quote only where the whole quoted value is written), even one
             made only of words of its field's name (`'password'` for `password`).
+        placeholders: The placeholders of the system prompt (`placeholders`: `<your answer>`):
+            a string value that copies one is no value (`copies_placeholder`).
         convert_values: Turn on the rules that write a value in a form the user did not
             write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
             a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
@@ -174,6 +184,7 @@ class ValueBias(WrittenValues):
         request: str | None = None,
         made: Collection[str] = (),
         quoted: Collection[str] = (),
+        placeholders: Collection[str] = (),
         convert_values: bool = False,
     ) -> None:
         self._convert = convert_values
@@ -230,6 +241,10 @@ class ValueBias(WrittenValues):
         """How well each tool fits `request` (the `ToolPick` hook's, once it has scored them)."""
         self.made = frozenset(made)
         """The calls the turns for the request wrote already (`call_key`s)."""
+        self.placeholders = tuple(placeholders)
+        """The system prompt's placeholders (`<your answer>`): no value copies one."""
+        self._placeholder_heads = frozenset(_head(p) for p in self.placeholders)
+        """How each placeholder opens: `<` and its first word (`<your`)."""
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -262,6 +277,29 @@ class ValueBias(WrittenValues):
         c = self._cursor
         at_name = c.depth == 3 and c.key == "tool" and (c.in_string_value or c.at_literal)
         return at_name and len(self.tools) > 1
+
+    @property
+    def starts_any_string(self) -> bool:
+        """Whether the next token is the first of a string value: in a tool's input, the
+        final, anywhere (its opening quote written)."""
+        c = self._cursor
+        return c.in_string_value and c.value == ""
+
+    def may_copy_placeholder(self, piece: str) -> bool:
+        """Whether a token, first of a string value, keeps it on the way to a placeholder's
+        opening (`<`, `<your`): a value to read ahead (`copies_placeholder`)."""
+        hit = self._cursor.candidate(piece)
+        if hit is None or hit[2] or not hit[0]:
+            return False
+        value = hit[0]
+        return any(h.startswith(value) or value.startswith(h) for h in self._placeholder_heads)
+
+    def copies_placeholder(self, text: str) -> bool:
+        """Whether a string value's text (from its first character; what follows it may come
+        after) begins with a placeholder, or with words in angle brackets that open as one
+        does (`<your final answer>` for `<your answer>`)."""
+        found = _PLACEHOLDER.match(text)
+        return found is not None and _head(found.group()) in self._placeholder_heads
 
     @property
     def picks_tool(self) -> bool:

@@ -15,6 +15,8 @@ the request made, and `written_call` reads the call a turn writes.
 
 Values copy from what the user and the tools said (`copy_source`): the user's
 messages without the frame the agent loop writes around the tools' results.
+They never copy a placeholder of the system prompt (`placeholders`: the
+contract's `<your answer>`), which a small model copies whole for its answer.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from ....model import ChatMessage
 from ._fields import _objects
 
 __all__ = [
+    "PLACEHOLDER",
     "call_key",
     "calls_made",
     "copy_source",
     "first_request",
+    "placeholders",
     "tool_texts",
     "user_words",
     "written_call",
@@ -80,6 +84,25 @@ def copy_source(messages: Sequence[ChatMessage]) -> str:
         _NOTE.sub("", _LABEL.sub("", text[len(_RESULTS) :])) if text.startswith(_RESULTS) else text
         for text in _said(messages)
     )
+
+
+PLACEHOLDER = r"<[A-Za-z][^<>\n]{0,78}>"
+"""A placeholder: a letter and a few words in angle brackets (`<your answer>`, `<tool name>`)."""
+_PLACEHOLDER = re.compile(PLACEHOLDER)
+
+
+def placeholders(messages: Sequence[ChatMessage]) -> tuple[str, ...]:
+    """The placeholders of the system messages, in order, each once: the texts in angle
+    brackets that the contract shows a turn with (`{"final":"<your answer>"}`,
+    `aerix.turn.CONTRACT`) and any the instructions use. They stand for a value; a value
+    that copies one is none (`NoPlaceholders`)."""
+    found = (
+        m.group()
+        for message in messages
+        if message["role"] == "system"
+        for m in _PLACEHOLDER.finditer(message["content"])
+    )
+    return tuple(dict.fromkeys(found))
 
 
 def user_words(messages: Sequence[ChatMessage]) -> str:
