@@ -19,7 +19,8 @@ from aerix.turn import CONTRACT
 
 PIECES = ["<", "<your", "The", "Mar", "<5", '"', "est"]
 LT, LT_YOUR, THE, MAR, LT5 = 0, 1, 2, 3, 4
-CONTRACT_HOLDERS = ("<tool name>", "<the tool's fields>", "<your answer>")
+CONTRACT_HOLDERS = ("<tool name>", "<your answer>")
+"""The contract's placeholders of a value (`<the tool's fields>` stands for an object's fields)."""
 
 
 class Ahead_:
@@ -53,15 +54,21 @@ def _step(
     return step
 
 
-def test_the_placeholders_are_read_from_the_system_messages_only() -> None:
+def test_the_placeholders_are_the_json_values_of_the_system_messages_examples() -> None:
     messages: list[ChatMessage] = [
-        {"role": "system", "content": f"Be brief. Sign as <agent name>.\n{CONTRACT}"},
-        {"role": "user", "content": "Is <b>bold</b> HTML? What is <your answer>?"},
+        {"role": "system", "content": f'Sign as {{"name": "<agent name>"}}.\n{CONTRACT}'},
+        {"role": "user", "content": 'Is <b>bold</b> HTML? What is {"final":"<your answer>"}?'},
     ]
     assert placeholders(messages) == ("<agent name>", *CONTRACT_HOLDERS)
-    assert placeholders([{"role": "user", "content": "<your answer>"}]) == ()
+    assert placeholders([{"role": "user", "content": '{"final":"<your answer>"}'}]) == ()
+    # What the instructions ask for in angle brackets, outside a JSON example, stays writable.
+    assert placeholders([{"role": "system", "content": "Answer <OK> or <FAIL>, as <b>bold</b>."}]) == ()
+    # The typed contract's placeholder is a bare JSON value.
+    assert placeholders([{"role": "system", "content": '{"final":<your answer, a JSON value>}'}]) == (
+        "<your answer, a JSON value>",
+    )
     # Angle brackets that hold no words are no placeholder.
-    assert placeholders([{"role": "system", "content": "x <= 3, a -> b, <5 ms>, <>"}]) == ()
+    assert placeholders([{"role": "system", "content": '{"x": "<= 3", "y": "<5 ms>", "z": "<>"}'}]) == ()
 
 
 def test_a_final_that_would_copy_the_placeholder_draws_another_first_token() -> None:

@@ -134,9 +134,10 @@ class LlamaCpp:
             `Limits.repeats`, decides whether it runs). 0 turns it off.
         no_placeholders: Under a constraint, where the first token of a string value (in a
             tool's input or the final) leads, decoded ahead, to a placeholder of the system
-            prompt (the contract's `{"final":"<your answer>"}`), draw another token from
-            the rest: a small model copies the placeholder whole as its answer. Only a
-            value that begins with the placeholder is left out. False turns it off.
+            prompt (a value of a JSON example there, in angle brackets: the contract's
+            `{"final":"<your answer>"}`), draw another token from the rest: a small model
+            copies the placeholder whole as its answer. Only a value that begins with the
+            placeholder is left out. False turns it off.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion

@@ -88,19 +88,22 @@ def copy_source(messages: Sequence[ChatMessage]) -> str:
 
 PLACEHOLDER = r"<[A-Za-z][^<>\n]{0,78}>"
 """A placeholder: a letter and a few words in angle brackets (`<your answer>`, `<tool name>`)."""
-_PLACEHOLDER = re.compile(PLACEHOLDER)
+_VALUE_PLACEHOLDER = re.compile(rf':[ \t]*"?({PLACEHOLDER})')
+"""A placeholder written as a value in a JSON example (`"final":"<your answer>"`)."""
 
 
 def placeholders(messages: Sequence[ChatMessage]) -> tuple[str, ...]:
     """The placeholders of the system messages, in order, each once: the texts in angle
-    brackets that the contract shows a turn with (`{"final":"<your answer>"}`,
-    `aerix.turn.CONTRACT`) and any the instructions use. They stand for a value; a value
-    that copies one is none (`NoPlaceholders`)."""
+    brackets written as a value in a JSON example there, as the contract shows a turn
+    (`{"final":"<your answer>"}`, `aerix.turn.CONTRACT`) and instructions may show one
+    (`{"name": "<your name>"}`). They stand for a value; a value that copies one is none
+    (`NoPlaceholders`). Angle brackets elsewhere ("answer <OK> or <FAIL>") may be what
+    the instructions ask the model to write, and are left alone."""
     found = (
-        m.group()
+        m.group(1)
         for message in messages
         if message["role"] == "system"
-        for m in _PLACEHOLDER.finditer(message["content"])
+        for m in _VALUE_PLACEHOLDER.finditer(message["content"])
     )
     return tuple(dict.fromkeys(found))
 
