@@ -23,7 +23,7 @@ CONTRACT_HOLDERS = ("<tool name>", "<your answer>")
 """The contract's placeholders of a value (`<the tool's fields>` stands for an object's fields)."""
 
 
-class Ahead_:
+class TableLookahead:
     """A look-ahead that answers from a table: first token → the value's text (then `"}`)."""
 
     def __init__(self, texts: dict[int, str]) -> None:
@@ -39,7 +39,7 @@ class Ahead_:
 
 
 def _step(
-    written: str, look: Ahead_, logits: list[float], *, holders: tuple[str, ...] = CONTRACT_HOLDERS
+    written: str, look: TableLookahead, logits: list[float], *, holders: tuple[str, ...] = CONTRACT_HOLDERS
 ) -> Any:
     bias = ValueBias(
         "The capital of Veloria is Marest.",
@@ -72,7 +72,7 @@ def test_the_placeholders_are_the_json_values_of_the_system_messages_examples() 
 
 
 def test_a_final_that_would_copy_the_placeholder_draws_another_first_token() -> None:
-    look = Ahead_({LT: "<your answer>", THE: "The capital is Marest"})
+    look = TableLookahead({LT: "<your answer>", THE: "The capital is Marest"})
     step = _step('{"final":"', look, [5.0, 1.0, 2.0, 1.5, -np.inf, -np.inf, -np.inf])
     hook = NoPlaceholders()
     assert hook.active(step)
@@ -82,14 +82,14 @@ def test_a_final_that_would_copy_the_placeholder_draws_another_first_token() -> 
 
 
 def test_every_token_on_the_way_to_a_placeholder_is_left_out_in_turn() -> None:
-    look = Ahead_({LT: "<your answer>", LT_YOUR: "<your answer> is Marest", THE: "The answer"})
+    look = TableLookahead({LT: "<your answer>", LT_YOUR: "<your answer> is Marest", THE: "The answer"})
     step = _step('{"final":"', look, [5.0, 4.0, 2.0, -np.inf, -np.inf, -np.inf, -np.inf])
     assert NoPlaceholders().choose(step, LT) == THE
     assert look.asked == [LT, LT_YOUR]
 
 
 def test_words_in_angle_brackets_that_open_as_a_placeholder_does_are_one() -> None:
-    bias = _step('{"final":"', Ahead_({}), [0.0] * 7).bias
+    bias = _step('{"final":"', TableLookahead({}), [0.0] * 7).bias
     assert bias.copies_placeholder("<your answer>") and bias.copies_placeholder('<your answer>"}')
     assert bias.copies_placeholder("<your final answer>")  # SmolLM2's own variant
     assert bias.copies_placeholder("<tool name> is capital_of")
@@ -100,7 +100,7 @@ def test_words_in_angle_brackets_that_open_as_a_placeholder_does_are_one() -> No
 
 
 def test_a_value_that_only_starts_like_a_placeholder_stays() -> None:
-    look = Ahead_({LT: "<b>Marest</b>", LT5: "<5 ms"})
+    look = TableLookahead({LT: "<b>Marest</b>", LT5: "<5 ms"})
     step = _step('{"final":"', look, [5.0, 1.0, 2.0, 1.5, 0.0, -np.inf, -np.inf])
     assert NoPlaceholders().choose(step, LT) == LT  # read ahead: not the placeholder
     assert NoPlaceholders().choose(step, LT5) == LT5  # "<5" is on the way to none: not even read
@@ -108,17 +108,17 @@ def test_a_value_that_only_starts_like_a_placeholder_stays() -> None:
 
 
 def test_a_tool_input_value_is_checked_too_and_the_model_gives_up_after_its_tries() -> None:
-    look = Ahead_({LT: "<tool name>", LT_YOUR: "<your answer>", THE: "<the tool's fields>"})
+    look = TableLookahead({LT: "<tool name>", LT_YOUR: "<your answer>", THE: "<the tool's fields>"})
     tool = '{"calls":[{"tool":"capital_of","input":{"country":"'
     step = _step(tool, look, [5.0, 4.0, 3.0, -np.inf, -np.inf, -np.inf, -np.inf])
     assert NoPlaceholders(tries=2).choose(step, LT) == THE  # two left out; the third is kept
     # Every allowed token leads to a placeholder: the last one stays rather than none.
-    only = _step(tool, Ahead_({LT: "<tool name>"}), [5.0] + [-np.inf] * 6)
+    only = _step(tool, TableLookahead({LT: "<tool name>"}), [5.0] + [-np.inf] * 6)
     assert NoPlaceholders().choose(only, LT) == LT
 
 
 def test_the_hook_acts_only_at_the_first_token_of_a_string_value() -> None:
-    look = Ahead_({})
+    look = TableLookahead({})
     hook = NoPlaceholders()
     assert not hook.active(_step('{"final":"Mar', look, [0.0] * 7))  # the value is under way
     assert not hook.active(_step('{"fin', look, [0.0] * 7))  # a key, not a value

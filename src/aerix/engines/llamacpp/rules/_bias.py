@@ -278,13 +278,6 @@ class ValueBias(WrittenValues):
         at_name = c.depth == 3 and c.key == "tool" and (c.in_string_value or c.at_literal)
         return at_name and len(self.tools) > 1
 
-    @property
-    def starts_any_string(self) -> bool:
-        """Whether the next token is the first of a string value: in a tool's input, the
-        final, anywhere (its opening quote written)."""
-        c = self._cursor
-        return c.in_string_value and c.value == ""
-
     def may_copy_placeholder(self, piece: str) -> bool:
         """Whether a token, first of a string value, keeps it on the way to a placeholder's
         opening (`<`, `<your`): a value to read ahead (`copies_placeholder`)."""

@@ -48,10 +48,17 @@ class WrittenValues:
     _date_formats: Mapping[str, str]
     _dates: list[Found]
 
+    @property
+    def starts_any_string(self) -> bool:
+        """Whether the next token is the first of a string value: in a tool's input, the
+        final, anywhere (its opening quote written)."""
+        c = self._cursor
+        return c.in_string_value and c.value == ""
+
     def starts_string(self) -> bool:
         """Whether the next token is the first of a string value in a tool's input."""
         c = self._cursor
-        return c.depth >= 2 and c.in_object and c.in_string_value and c.value == ""
+        return c.depth >= 2 and c.in_object and self.starts_any_string
 
     def starts_number(self, piece: str) -> bool:
         """Whether a token starts a number in a tool's input while a number the messages
