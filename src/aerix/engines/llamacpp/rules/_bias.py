@@ -527,6 +527,15 @@ class ValueBias(WrittenValues):
             return True
         return key in self._enums and self._lowered.match(value.lower(), whole)
 
+    def _copied(self, value: str, whole: bool, key: str) -> tuple[bool, list[int]]:
+        """`_copies` of a string value, and where it starts a free span of the messages
+        if it copies (else nothing): the same answers, from one search of the messages."""
+        starts = self._text.where(value, whole)
+        spans = Spans.starts_span(value, whole) and bool(starts)
+        if spans or (key in self._enums and self._lowered.match(value.lower(), whole)):
+            return True, starts
+        return False, []
+
     def _mention(self, key: str) -> int:
         found = self._mentions.get(key)
         if found is None:
@@ -574,11 +583,11 @@ class ValueBias(WrittenValues):
                 if whole and not value and not number:
                     logits[token] -= self._copy  # an empty string copies nothing
                     continue
+                starts: list[int] = []
                 if number:
                     copies = self._numbers.match(value, whole)
                 else:
-                    copies = self._copies(value, whole, cursor.key)
-                starts = self._text.where(value, whole) if copies and not number else []
+                    copies, starts = self._copied(value, whole, cursor.key)
                 quoted = self._in_quotes(value, whole, starts)
                 if not number and self._uncopied(value, cursor.key, bare, quoted):
                     continue

@@ -195,6 +195,8 @@ class JsonCursor:
 
 def _closing_quote(piece: str, escaped: bool = False) -> int:
     """Where the first unescaped `"` of a piece of a JSON string is; -1 if none."""
+    if not escaped and "\\" not in piece:
+        return piece.find('"')
     for i, c in enumerate(piece):
         if escaped:
             escaped = False

@@ -434,6 +434,7 @@ def in_series(key: str, others: Collection[str]) -> bool:
     return marked and any(o != key and rest(o) == (mine, True) for o in others)
 
 
+@functools.lru_cache(maxsize=4096)
 def own_name(value: str, *keys: str) -> bool:
     """Whether a string value is made only of words of its field's name
     (`"method_used": "method"`), or of one of the other names given."""
@@ -493,9 +494,13 @@ class Spans:
 
         A span starts with a letter, a digit or a minus sign, and does not end with a blank.
         """
-        if not value or not (value[0].isalnum() or value[0] == "-") or (whole and value[-1].isspace()):
-            return False
-        return self._find(value, whole) >= 0
+        return self.starts_span(value, whole) and self._find(value, whole) >= 0
+
+    @staticmethod
+    def starts_span(value: str, whole: bool) -> bool:
+        """Whether `value` has the form `match` asks of a span: it starts with a letter, a
+        digit or a minus sign and (`whole`) does not end with a blank."""
+        return bool(value) and (value[0].isalnum() or value[0] == "-") and not (whole and value[-1].isspace())
 
     def where(self, value: str, whole: bool) -> list[int]:
         """Where `value` starts a free span of the source (`whole`: is one)."""

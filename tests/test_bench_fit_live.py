@@ -1,0 +1,51 @@
+"""bench/fit_live.py: which tools each real request is scored against when none fits, and the curve."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from _bfcl.data import Entry, in_part, load
+from aerix.engines.llamacpp import FIT_THRESHOLD
+from fit_live import THRESHOLDS, curve, mismatches, words
+
+
+def entry(id: str, *names: str) -> Entry:
+    functions = [{"name": n, "parameters": {"type": "object", "properties": {}}} for n in names]
+    return Entry(id=id, question="?", functions=functions, answers=None, flat=True, single=True)
+
+
+def test_a_mismatch_shares_no_word_of_its_function_names() -> None:
+    entries = [
+        entry("a", "api.weather", "uber.ride"),
+        entry("b", "get_weather"),
+        entry("c", "uber_eats.order"),
+        entry("d", "calendar.add_event"),
+    ]
+    assert [m.id if m else None for m in mismatches(entries)] == ["d", "c", "d", "a"]
+
+
+def test_an_entry_that_shares_a_word_with_every_other_has_no_mismatch() -> None:
+    entries = [entry("a", "get_weather"), entry("b", "weather.now"), entry("c", "weather_alerts")]
+    assert mismatches(entries) == [None, None, None]
+
+
+def test_every_mismatch_of_the_tuning_part_is_another_tuning_entry() -> None:
+    entries = [e for e in in_part(load("live_multiple"), "tuning") if e.flat and e.single]
+    found = mismatches(entries)
+    assert sum(m is not None for m in found) > 0.9 * len(entries)
+    for e, m in zip(entries, found, strict=True):
+        assert m is None or (m.id != e.id and not words(e) & words(m) and m in entries)
+
+
+def test_the_curve_counts_calls_at_or_above_the_threshold_and_declines_below() -> None:
+    auc, rows = curve([0.5, 0.1, -0.3], [0.0, -0.5])
+    assert auc == pytest.approx(5 / 6)  # 0.5 and 0.1 beat both; -0.3 beats -0.5 only
+    by_threshold = {t: row for t, row in zip(THRESHOLDS, rows[2:], strict=True)}
+    assert by_threshold[0.0] == "| +0.00 | 67% | 50% |"
+    assert by_threshold[0.1] == "| +0.10 | 67% | 100% |"
+    assert by_threshold[FIT_THRESHOLD] == f"| **{FIT_THRESHOLD:+.2f} (the engine's)** | **33%** | **100%** |"
