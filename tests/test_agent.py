@@ -968,6 +968,36 @@ async def test_closing_the_generator_early_frees_the_agent() -> None:
     assert model.calls[0].opts["signal"].aborted
 
 
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_leaving_at_a_turns_last_result_keeps_the_turn(concurrent: bool) -> None:
+    """A turn is complete once its last result is in: a consumer that leaves at that event
+    keeps it; one that leaves at an earlier result keeps nothing of it."""
+    turn = json.dumps({"calls": [{"tool": "weather", "input": {"city": c}} for c in ("Lisbon", "Porto")]})
+    for leave_at, kept in ((2, ["user", "assistant", "user"]), (1, [])):
+        agent, _ = agent_with(turn, final(), concurrent_calls=concurrent)
+        run = agent.run("Umbrella?")
+        seen = 0
+        async for ev in run:
+            seen += ev.type == "result"
+            if seen == leave_at:
+                break
+        await run.aclose()  # type: ignore[attr-defined]
+        assert not agent.busy
+        assert [m["role"] for m in agent.messages] == kept
+        if kept:
+            assert agent.messages[-1]["content"].startswith("Results:")
+            assert "Porto" in agent.messages[-1]["content"]
+
+
+async def test_leaving_run_sync_at_the_last_result_keeps_the_turn() -> None:
+    agent, _ = agent_with(call(), final())
+    for ev in agent.run_sync("Umbrella?"):
+        if ev.type == "result":
+            break
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user"]
+    assert agent.ask_sync("And now?").text == "Yes"
+
+
 async def test_an_abort_never_cancels_the_consumer_code() -> None:
     agent, _ = agent_with(call(), final())
     controller = AbortController()

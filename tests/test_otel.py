@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import aerix.otel
 from aerix import AbortController, AerixError, Agent, tool
 from aerix._observe import OBSERVERS, observe
-from aerix.events import AgentEvent
+from aerix.events import AgentEvent, FinalEvent
 from aerix.model import ChatMessage, Delta, GenerateOptions
 from aerix.testing import Cut, Fail, ScriptedModel, Stall
 
@@ -348,6 +348,16 @@ async def test_a_cut_turn_finishes_with_length(traced: None, exporter: InMemoryS
     await play(Agent(model=ScriptedModel([Cut(), FINAL])))
     chats = by_name(exporter.get_finished_spans(), "chat ScriptedModel")
     assert [(c.attributes or {})["gen_ai.response.finish_reasons"] for c in chats] == [("length",), ("stop",)]
+
+
+async def test_a_turn_the_model_stopped_on_max_tokens_finishes_with_length_even_if_valid(
+    traced: None, exporter: InMemorySpanExporter
+) -> None:
+    """The model's own finish reason is the span's: a final whose JSON closed on the last token."""
+    events = await play(Agent(model=ScriptedModel([Cut(text='{"final":"4"}')])))
+    assert events[-1] == FinalEvent(text="4")
+    chat = only(exporter.get_finished_spans(), "chat ScriptedModel")
+    assert (chat.attributes or {})["gen_ai.response.finish_reasons"] == ("length",)
 
 
 @pytest.mark.parametrize(("limits", "reason"), [({"turns": 1}, "turns"), ({"retries": 0}, "retries")])

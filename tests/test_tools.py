@@ -125,6 +125,7 @@ def test_context_parameter_is_not_a_field() -> None:
         ({"name": "1abc"}, "bad tool name '1abc'"),
         ({"name": "a" * 65}, "bad tool name"),
         ({"name": "has-dash"}, "bad tool name"),
+        ({"name": "ok\n"}, "bad tool name 'ok\\n'"),  # `$` alone would let a last newline through
         ({"name": None}, "bad tool name None"),
         ({"run": 3}, "run must be callable"),
         ({"description": 5}, "description must be a string"),
@@ -138,6 +139,7 @@ def test_context_parameter_is_not_a_field() -> None:
         ({"input": {"x": Field("string", enum=["a", "a"])}}, "duplicate"),
         ({"input": {"x": Field("string", required="yes")}}, "required must be True or False"),  # type: ignore[arg-type]
         ({"input": {"": Field("string")}}, "bad field name ''"),
+        ({"input": {"a\n": Field("string")}}, "bad field name 'a\\n'"),
         ({"input": {"x": 3}}, "expected a Field or a dict"),
         ({"input": ["x"]}, "input must be a dict"),
     ],

@@ -135,7 +135,7 @@ def _check_field(where: str, name: object, spec: object) -> Field:
 
 def check_fields(where: str, fields: Mapping[Any, Any], prefix: str = "") -> dict[str, Field]:
     for n in fields:
-        if not isinstance(n, str) or not FIELD_NAME_PATTERN.match(n):
+        if not isinstance(n, str) or not FIELD_NAME_PATTERN.fullmatch(n):
             raise _bad(
                 f"{where} names: bad field name {prefix}{n!r}; "
                 "use letters, digits, '_', '.', '-', starting with a letter or '_' (at most 64)"

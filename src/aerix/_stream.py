@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._guard import Aborted
 from .abort import AbortSignal
 from .events import UsageEvent
-from .model import Delta
+from .model import Delta, FinishReason
 
 __all__ = ["Reply"]
 
@@ -64,7 +64,12 @@ class Reply:
     @property
     def cut(self) -> bool:
         """Whether the generation stopped on `max_tokens`."""
-        return self._done is not None and self._done.finish == "length"
+        return self.finish == "length"
+
+    @property
+    def finish(self) -> FinishReason | None:
+        """Why the model stopped, as its done delta says (`None` before it, or if it does not say)."""
+        return None if self._done is None else self._done.finish
 
     def usage(self) -> UsageEvent:
         """The generation's usage event (zeros where the done delta has no usage)."""

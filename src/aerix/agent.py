@@ -311,16 +311,15 @@ class Agent:
                     yield step.event()
                     result = await self._calls.finish(step, run.seen, run.signal)
                     results.append((result.id, result.tool, result.text))
+                    self._turn_done(run, turn, calls, results)
                     yield result
             else:
                 async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
                     async for ev in played:  # every `call` event, then the `result`s in call order
                         if isinstance(ev, ResultEvent):
                             results.append((ev.id, ev.tool, ev.text))
+                            self._turn_done(run, turn, calls, results)
                         yield ev
-            if run.seen.repeated:  # a call past `limits.repeats`: the next turn may only answer
-                run.choice = "none"
-            self._commit(run, render_results(results, turn.dropped))
         run.ending = EndEvent(
             reason="turns", message=f"no final after {run.generation} generations (limits.turns)"
         )
@@ -394,6 +393,17 @@ class Agent:
             return True
         self._commit(run, more)
         return False
+
+    def _turn_done(
+        self, run: _Run, turn: Turn, calls: tuple[Call, ...], results: list[tuple[str, str, str]]
+    ) -> None:
+        """Once a turn's last result is in, before its event is handed out: the turn is complete
+        and kept (a consumer that stops at that event keeps it)."""
+        if len(results) < len(calls):
+            return
+        if run.seen.repeated:  # a call past `limits.repeats`: the next turn may only answer
+            run.choice = "none"
+        self._commit(run, render_results(results, turn.dropped))
 
     def _commit(self, run: _Run, answer: str | None = None) -> None:
         """Keep a completed turn: the pending prompt, the reply, and the results or continue text."""

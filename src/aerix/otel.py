@@ -178,8 +178,11 @@ class _RunSpans:
         self._run_ctx = Context()
         self.current = self._run_ctx
         """The context to make current while the run works: the span in progress."""
+        self._agent = agent
         self._chat: Span | None = None
         """The generation in progress: started, its usage event not seen yet."""
+        self._finish: str | None = None
+        """Why the last generation stopped, as the model's done delta said (if it said)."""
         self._used: Span | None = None
         """The last generation, ended at its usage event, until the next event says how it finished."""
         self._used_at = 0
@@ -278,6 +281,9 @@ class _RunSpans:
             }
         )
         self._engine_stats(span, ev)
+        # the run's reply is the one this usage event is of (a run of an aerix Agent; else unknown)
+        finish = getattr(getattr(getattr(self._agent, "_current", None), "reply", None), "finish", None)
+        self._finish = finish if isinstance(finish, str) else None
         self._chat, self._used, self._used_at = None, span, time.time_ns()
         self.current = self._run_ctx
 
@@ -299,10 +305,13 @@ class _RunSpans:
     def _finish_used(self, ev: AgentEvent) -> None:
         """End the last generation's span, now that the event after its usage says how it finished."""
         assert self._used is not None
-        cut = (isinstance(ev, RetryEvent) and ev.reason.startswith(_CUT)) or (
-            isinstance(ev, EndEvent) and ev.reason in ("turns", "retries") and f": {_CUT}" in ev.message
-        )
-        self._used.set_attribute("gen_ai.response.finish_reasons", ("length",) if cut else ("stop",))
+        finish = self._finish
+        if finish is None:  # the model did not say: a turn cut on `max_tokens` is asked again or ends the run
+            cut = (isinstance(ev, RetryEvent) and ev.reason.startswith(_CUT)) or (
+                isinstance(ev, EndEvent) and ev.reason in ("turns", "retries") and f": {_CUT}" in ev.message
+            )
+            finish = "length" if cut else "stop"
+        self._used.set_attribute("gen_ai.response.finish_reasons", (finish,))
         self._used.end(end_time=self._used_at)
         self._used = None
 

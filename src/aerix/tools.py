@@ -85,7 +85,7 @@ def _bad(message: str) -> AerixError:
 def _make(
     name: object, description: object, fields: object, run: object, is_async: bool, schema: object = None
 ) -> Tool:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise _bad(f"bad tool name {name!r}; it must match ^[a-z][a-z0-9_]{{0,63}}$")
     if not isinstance(description, str):
         raise _bad(f"tool {name!r}: description must be a string, got {type(description).__name__}")

@@ -496,7 +496,7 @@ def _check_names(names: object) -> Mapping[str, str | None]:
     if not isinstance(names, Mapping):
         raise _bad(f"MCPServer: names must map MCP tool names to aerix names (or None), got {names!r}")
     for key, value in names.items():
-        good = value is None or (isinstance(value, str) and NAME_PATTERN.match(value) is not None)
+        good = value is None or (isinstance(value, str) and NAME_PATTERN.fullmatch(value) is not None)
         if not isinstance(key, str) or not good:
             raise _bad(
                 f"MCPServer: names[{key!r}] = {value!r}: give an aerix tool name "
