@@ -225,6 +225,39 @@ def test_string_choices_must_be_a_whole_number_from_one(tiny_gguf: Path, value: 
     assert info.value.kind == "options"
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"n_thread": 2},
+            "unknown option 'n_thread' for LlamaCpp (not one of its own, nor one llama_cpp.Llama takes); did you mean n_threads?",
+        ),
+        (
+            {"copy_bais": 1.0},
+            "unknown option 'copy_bais' for LlamaCpp (not one of its own, nor one llama_cpp.Llama takes); did you mean copy_bias?",
+        ),
+        ({"zzz": 1}, "unknown option 'zzz' for LlamaCpp (not one of its own, nor one llama_cpp.Llama takes)"),
+        ({"n_ubatch": 8}, "LlamaCpp sets llama_cpp.Llama's n_ubatch itself; leave n_ubatch= out"),
+    ],
+)
+def test_an_option_llama_cpp_would_ignore_is_refused(
+    tiny_gguf: Path, options: dict[str, object], message: str
+) -> None:
+    """llama_cpp.Llama swallows keyword arguments it does not know: a misspelt option would do nothing."""
+    with pytest.raises(AerixError) as info:
+        LlamaCpp(tiny_gguf, **options)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
+    assert info.value.message == message
+
+
+def test_llama_cpp_options_still_pass_through(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_threads=1, n_threads_batch=2, logits_all=False)
+    try:
+        assert engine._llama.context_params.n_threads_batch == 2
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("value", [True, "0.2", float("nan"), float("inf")])
 def test_fit_threshold_must_be_a_number_or_none(tiny_gguf: Path, value: object) -> None:
     with pytest.raises(AerixError, match=f"fit_threshold must be a number or None, got {value!r}") as info:

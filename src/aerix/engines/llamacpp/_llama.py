@@ -44,6 +44,7 @@ __all__ = [
     "fit_input_ids",
     "keep",
     "last_logits",
+    "llama_options",
     "open_llama",
     "probe_decode",
     "uses_extra_buffers",
@@ -99,6 +100,16 @@ def amx_risk() -> bool:
         return False
     info = _cpuinfo()
     return not info or "amx_tile" in info or "amx_int8" in info
+
+
+def llama_options() -> frozenset[str]:
+    """The keyword arguments `llama_cpp.Llama` takes by name (it swallows any other without a
+    word, so a misspelt one would do nothing)."""
+    import inspect
+
+    params = inspect.signature(llama_cpp.Llama.__init__).parameters
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(n for n, p in params.items() if p.kind in named)
 
 
 def open_llama(path: Path, *, extra_buffers: bool, **kwargs: Any) -> Any:

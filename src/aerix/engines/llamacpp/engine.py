@@ -13,6 +13,8 @@ slow down when several threads call into it.
 from __future__ import annotations
 
 import asyncio
+import difflib
+import inspect
 import math
 import os
 import time
@@ -76,6 +78,28 @@ _PICKS_KEPT = 64
 FIT_THRESHOLD = 0.33
 """The default `fit_threshold` (see `LlamaCpp`), in nats per token: on BFCL's tuning part the
 lowest threshold that declines 90% of the irrelevance entries (docs/quality.md, "fit-curve")."""
+
+
+_OWN = ("model_path", "n_ctx", "n_threads", "n_batch", "n_ubatch", "verbose")
+"""`llama_cpp.Llama`'s arguments that `LlamaCpp` sets itself (`n_ubatch` is `n_batch`)."""
+
+
+def _check_llama_kwargs(kwargs: dict[str, Any]) -> None:
+    """Refuse a keyword argument that `llama_cpp.Llama` does not take by name (it would ignore
+    it) or that `LlamaCpp` sets itself, naming the closest option there is."""
+    known = _llama.llama_options() - {"self", *_OWN}
+    for name in kwargs:
+        if name in known:
+            continue
+        if name in _OWN:
+            raise AerixError("options", f"LlamaCpp sets llama_cpp.Llama's {name} itself; leave {name}= out")
+        own = set(inspect.signature(LlamaCpp.__init__).parameters) - {"self", "llama_kwargs"}
+        close = difflib.get_close_matches(name, [*sorted(own), *sorted(known)], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise AerixError(
+            "options",
+            f"unknown option {name!r} for LlamaCpp (not one of its own, nor one llama_cpp.Llama takes){hint}",
+        )
 
 
 class LlamaCpp:
@@ -216,6 +240,7 @@ class LlamaCpp:
             or not math.isfinite(fit_threshold)
         ):
             raise AerixError("options", f"fit_threshold must be a number or None, got {fit_threshold!r}")
+        _check_llama_kwargs(llama_kwargs)
         batch_threads = llama_kwargs.get("n_threads_batch")
         for name, value in (("n_threads", n_threads), ("n_threads_batch", batch_threads)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
