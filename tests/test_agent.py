@@ -998,6 +998,33 @@ async def test_leaving_run_sync_at_the_last_result_keeps_the_turn() -> None:
     assert agent.ask_sync("And now?").text == "Yes"
 
 
+async def test_a_tool_that_changes_its_input_changes_no_event_and_no_repeat_check() -> None:
+    """The tool gets its own copy of the input: the `turn` and `call` events stay as the model
+    wrote the call, and the repeat rule compares what the model wrote."""
+
+    def change(i: dict[str, Any], c: Any) -> str:
+        i["tags"].append("mine")
+        i["meta"]["n"] = 99
+        i["extra"] = 1
+        return "ok"
+
+    fields: dict[str, Any] = {
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "meta": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    }
+    note = tool(name="note", description="Note.", input=fields, run=change)
+    written = {"tags": ["a"], "meta": {"n": 1}}
+    turn = json.dumps({"calls": [{"tool": "note", "input": written}]})
+    agent = Agent(model=ScriptedModel([turn, turn, final()]), tools=[note], limits={"repeats": 0})
+    events = await events_of(agent)
+    turns = [e for e in events if e.type == "turn"]
+    assert [e.input for e in events if e.type == "call"] == [written, written]
+    assert [t.calls[0].input for t in turns] == [written, written]
+    results = [e for e in events if e.type == "result"]
+    assert [r.error for r in results] == [False, True]  # the second call repeats the first, as written
+    assert events[-1].type == "final"
+
+
 async def test_an_abort_never_cancels_the_consumer_code() -> None:
     agent, _ = agent_with(call(), final())
     controller = AbortController()

@@ -346,6 +346,15 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 """Types whose values are never awaitable (exactly these: a subclass may define `__await__`)."""
 
 
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON value's objects and arrays (its other values cannot change)."""
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    return value
+
+
 async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str, bool]:
     """Check the input, run the tool and turn its outcome into result text.
 
@@ -359,6 +368,7 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
     problem = check_input(t, input)
     if problem is not None:
         return f"error: {problem}", True
+    input = _fresh(input)  # the tool's own: what it changes, the call's events never show
     try:
         if t.is_async:
             value = await t.run(input, cx)
