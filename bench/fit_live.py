@@ -35,6 +35,7 @@ from _report import machine, write_section
 from aerix.engines._load import load as load_engine
 from aerix.engines.llamacpp import FIT_THRESHOLD
 from aerix.turn import fit_text
+from bfcl_decision import auc
 
 THRESHOLDS = (-0.2, -0.1, 0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, FIT_THRESHOLD, 0.4, 0.5)
 
@@ -62,7 +63,6 @@ def texts(entry: Entry) -> list[str]:
 
 def curve(calls: list[float], declines: list[float]) -> tuple[float, list[str]]:
     """The AUC and the rows of the trade-off table."""
-    auc = sum((c > d) + 0.5 * (c == d) for c in calls for d in declines) / (len(calls) * len(declines))
     rows = ["| threshold | requests that call | mismatches declined |", "|---|---|---|"]
     for t in THRESHOLDS:
         called = sum(s >= t for s in calls) / len(calls)
@@ -70,7 +70,7 @@ def curve(calls: list[float], declines: list[float]) -> tuple[float, list[str]]:
         cell = f"{t:+.2f}" + (" (the engine's)" if t == FIT_THRESHOLD else "")
         mark = "**" if t == FIT_THRESHOLD else ""
         rows.append(f"| {mark}{cell}{mark} | {mark}{called:.0%}{mark} | {mark}{declined:.0%}{mark} |")
-    return auc, rows
+    return auc(calls, declines), rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         engine.close()
     print(file=sys.stderr)
 
-    auc, rows = curve(own, other)
+    area, rows = curve(own, other)
     command = "python bench/fit_live.py" + (f" --limit {args.limit}" if args.limit else "")
     md = "\n".join(
         [
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"live_multiple's tuning part, {len(own)} flat requests with one message, each against its "
             f"own tools (should call) and against another entry's ({len(other)}; should be declined): "
-            f"AUC {auc:.2f}.",
+            f"AUC {area:.2f}.",
             "",
             *rows,
         ]

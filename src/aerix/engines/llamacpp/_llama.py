@@ -18,6 +18,7 @@ things have no public form, and they live here, pinned to the versions in
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import signal
 import subprocess
@@ -102,11 +103,10 @@ def amx_risk() -> bool:
     return not info or "amx_tile" in info or "amx_int8" in info
 
 
+@functools.cache
 def llama_options() -> frozenset[str]:
     """The keyword arguments `llama_cpp.Llama` takes by name (it swallows any other without a
     word, so a misspelt one would do nothing)."""
-    import inspect
-
     params = inspect.signature(llama_cpp.Llama.__init__).parameters
     named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return frozenset(n for n, p in params.items() if p.kind in named)

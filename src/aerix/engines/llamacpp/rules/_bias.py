@@ -523,16 +523,18 @@ class ValueBias(WrittenValues):
     def _copies(self, value: str, whole: bool, key: str) -> bool:
         """Whether the string `value` starts a span of the messages (`whole`: is one); in any
         case for a field that takes an enum's values (`enums`)."""
-        if self._text.match(value, whole):
-            return True
+        return self._text.match(value, whole) or self._copies_enum(value, whole, key)
+
+    def _copies_enum(self, value: str, whole: bool, key: str) -> bool:
+        """Whether a field that takes an enum's values has `value` start one of the messages'
+        spans in any case ("burger" for `"BURGER"`)."""
         return key in self._enums and self._lowered.match(value.lower(), whole)
 
     def _copied(self, value: str, whole: bool, key: str) -> tuple[bool, list[int]]:
         """`_copies` of a string value, and where it starts a free span of the messages
         if it copies (else nothing): the same answers, from one search of the messages."""
         starts = self._text.where(value, whole)
-        spans = Spans.starts_span(value, whole) and bool(starts)
-        if spans or (key in self._enums and self._lowered.match(value.lower(), whole)):
+        if (Spans.starts_span(value, whole) and starts) or self._copies_enum(value, whole, key):
             return True, starts
         return False, []
 
