@@ -375,6 +375,36 @@ async def test_a_cut_turn_is_retried_shorter() -> None:
     assert isinstance(events[-1], FinalEvent)
 
 
+async def test_a_bad_turn_whose_json_closed_at_max_tokens_is_bad_not_cut() -> None:
+    agent, model = agent_with(Cut(text='{"answer":"x"}'), final(), limits={"max_tokens": 50})
+    events = await events_of(agent)
+    retry = next(e for e in events if isinstance(e, RetryEvent))
+    assert retry.reason.startswith("not one of the two shapes")  # the real reason, not "cut"
+    assert "cut off" not in model.calls[1].messages[-1]["content"]
+    full = model.calls[1].opts["constraint"]["json"]["anyOf"]
+    assert "thought" in full[1]["properties"]  # the full schema, not the shorter one
+    assert isinstance(events[-1], FinalEvent)
+
+
+async def test_an_error_result_and_an_engine_failure_say_the_exceptions_own_message() -> None:
+    @tool
+    def bad() -> str:
+        """Bad."""
+        raise ValueError("no such city")
+
+    @tool
+    def empty() -> str:
+        """Empty."""
+        raise TimeoutError
+
+    two = '{"calls":[{"tool":"bad","input":{}},{"tool":"empty","input":{}}]}'
+    agent, _ = agent_with(two, Fail(error=RuntimeError("disk on fire")), tools=[bad, empty], calls_per_turn=2)
+    events = await events_of(agent)
+    results = [e.text for e in events if isinstance(e, ResultEvent)]
+    assert results == ["error: no such city", "error: TimeoutError"]  # SPEC: `error: <message>`
+    assert events[-1] == EndEvent(reason="error", message="disk on fire")
+
+
 async def test_a_turn_that_closes_exactly_at_max_tokens_is_kept() -> None:
     agent, _ = agent_with(Cut(text=final("fits")))
     events = await events_of(agent)
@@ -454,7 +484,7 @@ async def test_a_delta_without_a_done_flag_still_streams_its_text_then_ends_with
     events = await events_of(Agent(model=RawModel(chat)))
     assert events == [
         TextEvent(text="hi"),
-        EndEvent(reason="error", message="AttributeError: 'TextOnly' object has no attribute 'done'"),
+        EndEvent(reason="error", message="'TextOnly' object has no attribute 'done'"),
     ]
 
 
@@ -462,7 +492,7 @@ async def test_script_exhausted_is_an_engine_error() -> None:
     agent, _ = agent_with()
     events = await events_of(agent)
     assert events == [
-        EndEvent(reason="error", message="RuntimeError: ScriptedModel: no script entry left for generation 1")
+        EndEvent(reason="error", message="ScriptedModel: no script entry left for generation 1")
     ]
 
 
@@ -485,8 +515,8 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         yield Delta(done=True, finish="stop")
 
     for chat, message in [
-        (raises, "ConnectionError: down"),
-        (lambda m, o=None: 42, "TypeError"),
+        (raises, "down"),
+        (lambda m, o=None: 42, "requires an object with __aiter__ method, got int"),
         (double, "after its done delta"),
     ]:
         events = await events_of(Agent(model=RawModel(chat)))
@@ -522,6 +552,8 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         ({"generation": {"topp": 1}}, "unknown generation option 'topp'"),
         ({"constrain": "yes"}, "constrain must be True or False"),
         ({"tool_choice": "sometimes"}, "bad tool_choice 'sometimes'"),
+        ({"tool_choice": ["a"]}, "tool_choice must be a string, got list ['a']"),
+        ({"tool_choice": {"a": 1}}, "tool_choice must be a string, got dict {'a': 1}"),
         ({"tool_choice": "required", "tools": []}, "needs at least one tool"),
         ({"limit": {"turns": 3}}, "unknown option 'limit'; options are model, instructions"),
         ({"limits": {"repeats": -1}}, "limits.repeats must be at least 0, got -1"),
@@ -651,6 +683,26 @@ async def test_a_prompt_of_any_other_text_goes_through() -> None:
     for prompt in ("Grüß dich 😀 ✓", " x "):
         assert (await agent.ask(prompt)).text == "Yes"
     assert [c.messages[-1]["content"] for c in model.calls] == ["Grüß dich 😀 ✓", " x "]
+
+
+@pytest.mark.parametrize(
+    ("hooks", "what"),
+    [
+        ({"before_call": lambda c: {"deny": "bad \ud800"}}, "hook before_call: the deny reason[4]"),
+        ({"after_call": lambda c, r: {"result": "bad \ud800"}}, "hook after_call: the replacement result[4]"),
+    ],
+)
+async def test_a_hook_text_that_utf8_cannot_encode_ends_the_run_with_error(
+    hooks: dict[str, Any], what: str
+) -> None:
+    agent, model = agent_with(call(), final(), hooks=hooks)
+    events = await events_of(agent)
+    assert events[-1] == EndEvent(
+        reason="error",
+        message=f"{what} is '\\ud800', a lone surrogate that UTF-8 cannot "
+        "encode; remove it, or replace it and any other: text.encode('utf-8', 'replace').decode()",
+    )
+    assert len(model.calls) == 1 and agent.messages == () and not agent.busy
 
 
 async def test_an_on_final_continue_text_that_utf8_cannot_encode_ends_the_run_with_error() -> None:
@@ -845,7 +897,7 @@ async def test_sync_wrappers_inside_a_running_loop() -> None:
     assert agent.ask_sync("q").text == "nb"
     # the script is used up: the run still ends, with the engine's error, and frees the agent
     assert list(agent.run_sync("q2")) == [
-        EndEvent(reason="error", message="RuntimeError: ScriptedModel: no script entry left for generation 3")
+        EndEvent(reason="error", message="ScriptedModel: no script entry left for generation 3")
     ]
     assert not agent.busy
 

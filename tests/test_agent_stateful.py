@@ -206,7 +206,7 @@ class AgentMachine(RuleBasedStateMachine):
         else:
             events = self.do(self._collect(self.agent.run(p)))
         check_events(events)
-        assert events[-1] == EndEvent(reason="error", message="RuntimeError: engine down")
+        assert events[-1] == EndEvent(reason="error", message="engine down")
         self.expected += self.full_run(p, before, None) if before else []
 
     # -- runs cut short -----------------------------------------------------------

@@ -535,7 +535,7 @@ def test_an_explicit_dialect_is_kept_and_the_hint_names_the_flag(
     argv = ["run", "hi", "--server", server, "--model", "m", "--dialect", "json_schema"]
     assert cli.main(argv) == 1
     out = capsys.readouterr().out
-    assert "✗ end (error): EngineError: server " in out and "answered HTTP 500" in out
+    assert "✗ end (error): server " in out and "answered HTTP 500" in out
     assert "the server may not accept --dialect json_schema: try --dialect json_object" in out
     assert "or --dialect none" in out
     assert "dialect='" not in out
@@ -544,7 +544,7 @@ def test_an_explicit_dialect_is_kept_and_the_hint_names_the_flag(
     assert cli.main([*argv, "--json"]) == 1
     out, err = capsys.readouterr()
     assert "try dialect='json_object'" in _events(out)[-1]["message"]  # the event as the library wrote it
-    assert err.startswith("aerix: the run ended without a final (error): EngineError: server ")
+    assert err.startswith("aerix: the run ended without a final (error): server ")
     assert "try --dialect json_object" in err and "dialect='" not in err
 
 

@@ -218,12 +218,27 @@ def test_an_answer_type_aerix_cannot_take_is_refused_naming_it(output: Any, mess
 
 def test_an_answer_type_that_the_local_constraint_cannot_decode_is_refused_at_construction() -> None:
     pytest.importorskip("llguidance")
-    objects = [{"type": "object", "properties": {k: {"type": "string"}}} for k in ("a", "b")]
-    schema = {"oneOf": objects}  # two shapes that may overlap: llguidance cannot keep exactly one
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=a)a"}}}  # look-around
     with pytest.raises(AerixError) as info:
         Agent(model=ScriptedModel(), output=schema)
-    assert info.value.kind == "options" and "output" in info.value.message and "oneOf" in info.value.message
+    assert (
+        info.value.kind == "options"
+        and "output" in info.value.message
+        and "look-around" in info.value.message
+    )
     assert Agent(model=ScriptedModel(), output=schema, constrain=False)._contract.output.schema is not None
+
+
+async def test_an_overlapping_one_of_answer_is_decoded_as_any_of_and_checked_exactly() -> None:
+    pytest.importorskip("llguidance")
+    objects = [{"type": "object", "properties": {k: {"type": "string"}}} for k in ("a", "b")]
+    schema = {"oneOf": objects}  # two shapes that may overlap: llguidance decodes it as anyOf
+    model = ScriptedModel(['{"final":{"a":"x","b":"y"}}', '{"final":{"a":"x","b":3}}'])
+    agent = Agent(model=model, output=schema)
+    events = [ev async for ev in agent.run("q")]
+    retry = next(e for e in events if isinstance(e, RetryEvent))
+    assert "fits 2 of oneOf's 2 choices" in retry.reason  # {"a","b"} fits both: not exactly one
+    assert isinstance(events[-1], FinalEvent) and events[-1].output == {"a": "x", "b": 3}
 
 
 def test_a_server_gets_the_typed_final_in_its_structured_output() -> None:

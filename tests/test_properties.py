@@ -48,20 +48,30 @@ SLOW = settings(
 NAMES = ["weather", "add", "clock"]
 
 huge_ints = st.integers(min_value=-(10**400), max_value=10**400)
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    huge_ints,
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=20),
-    st.text(alphabet=st.characters(codec=None, categories=["Cs", "Co", "Cn", "So", "Mn"]), max_size=8),
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
+
+
+def json_like(finite: bool) -> tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]:
+    """Scalars, and values nested from them; with `finite`, only what JSON can write (no NaN,
+    no Infinity)."""
+    leaves = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        huge_ints,
+        st.floats(allow_nan=not finite, allow_infinity=not finite),
+        st.text(max_size=20),
+        st.text(alphabet=st.characters(codec=None, categories=["Cs", "Co", "Cn", "So", "Mn"]), max_size=8),
+    )
+    nested = st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=12,
+    )
+    return leaves, nested
+
+
+scalars, json_values = json_like(finite=False)
+_, finite_json_values = json_like(finite=True)
 hashable_tool = st.one_of(
     st.sampled_from([*NAMES, "unknown", "", "WEATHER"]),
     st.integers(),
@@ -166,9 +176,22 @@ CHOICES = ["auto", "required", "none", *NAMES]
 # -- the parser -------------------------------------------------------------------
 
 
+def all_finite(value: Any) -> bool:
+    """Whether no number in a JSON-like value is NaN or infinite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(all_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(all_finite(v) for v in value)
+    return True
+
+
 def expected_turn(obj: Any, tools: Sequence[Tool], choice: str) -> Turn | None:
     """The oracle: the turn SPEC section 6 makes of `obj`, or None for a bad turn."""
     names = {t.name for t in tools}
+    if not all_finite(obj):  # written as NaN or Infinity: not JSON
+        return None
     if not isinstance(obj, dict) or set(obj) - {"calls", "final", "thought"}:
         return None
     if ("calls" in obj) == ("final" in obj):
@@ -248,7 +271,8 @@ def test_parse_turn_never_raises_on_a_tool_that_is_not_a_string(tool_text: str) 
     text = '{"calls":[{"tool":' + tool_text + ',"input":{}}]}'
     turn = parse_turn(text, TOOLS)
     assert isinstance(turn, BadTurn)
-    assert "unknown tool" in turn.reason or "nested too deeply" in turn.reason
+    reasons = ("unknown tool", "nested too deeply", "is not a JSON value")  # the last: NaN, Infinity
+    assert any(reason in turn.reason for reason in reasons)
 
 
 @SLOW
@@ -472,7 +496,9 @@ def steps(draw: st.DrawFn) -> Step:
                 good
                 if draw(st.booleans())
                 else draw(
-                    st.dictionaries(st.sampled_from(["a", "b", "city", "ms", "x"]), json_values, max_size=3)
+                    st.dictionaries(
+                        st.sampled_from(["a", "b", "city", "ms", "x"]), finite_json_values, max_size=3
+                    )
                 )
             )
             calls.append((name, value))

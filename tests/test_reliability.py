@@ -39,6 +39,7 @@ from aerix import (
     FinalEvent,
     Limits,
     ResultEvent,
+    RetryEvent,
     TextEvent,
     ToolContext,
     Usage,
@@ -500,7 +501,7 @@ async def test_fail_after_every_delta() -> None:
             )
             agent = Agent(model=model, tools=[echo])
             events = await run_to_end(agent)
-            assert events[-1] == EndEvent(reason="error", message=f"ValueError: at {k}")
+            assert events[-1] == EndEvent(reason="error", message=f"at {k}")
             last_result = max((i for i, e in enumerate(events) if e.type == "result"), default=-1)
             streamed = [e.text for e in events[last_result + 1 :] if isinstance(e, TextEvent)]
             assert streamed == list(text[:k])
@@ -638,11 +639,17 @@ async def _stop_iteration(m: Any, o: Any) -> Any:
 
 
 RAW_FAULTS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
-    "chat-raises-synchronously": (_sync_raise, "ValueError: chat refused synchronously"),
-    "chat-returns-none": (lambda m, o: None, "TypeError"),
-    "chat-returns-an-int": (lambda m, o: 5, "TypeError"),
-    "chat-returns-a-sync-list": (lambda m, o: [TEXT, TEXT2, DONE], "TypeError"),
-    "chat-returns-a-coroutine": (lambda m, o: _coroutine_chat(m, o), "TypeError"),
+    "chat-raises-synchronously": (_sync_raise, "chat refused synchronously"),
+    "chat-returns-none": (lambda m, o: None, "requires an object with __aiter__ method, got NoneType"),
+    "chat-returns-an-int": (lambda m, o: 5, "requires an object with __aiter__ method, got int"),
+    "chat-returns-a-sync-list": (
+        lambda m, o: [TEXT, TEXT2, DONE],
+        "requires an object with __aiter__ method, got list",
+    ),
+    "chat-returns-a-coroutine": (
+        lambda m, o: _coroutine_chat(m, o),
+        "requires an object with __aiter__ method, got coroutine",
+    ),
     "raise-before-first-delta": (lambda m, o: _stream(TEXT, DONE, raise_at=0), "engine broke"),
     "raise-after-1-delta": (lambda m, o: _stream(TEXT, TEXT2, DONE, raise_at=1), "engine broke"),
     "raise-after-2-deltas": (lambda m, o: _stream(TEXT, TEXT2, DONE, raise_at=2), "engine broke"),
@@ -651,21 +658,21 @@ RAW_FAULTS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "empty-stream": (lambda m, o: _EmptyIterator(), "without its done delta"),
     "done-doubled": (lambda m, o: _stream(TEXT, TEXT2, DONE, DONE), "after its done delta"),
     "text-after-done": (lambda m, o: _stream(TEXT, DONE, TEXT2), "after its done delta"),
-    "delta-is-a-dict": (lambda m, o: _stream({"text": "x"}, DONE), "AttributeError"),
-    "delta-is-a-str": (lambda m, o: _stream("x", DONE), "AttributeError"),
-    "delta-is-none": (lambda m, o: _stream(None, DONE), "AttributeError"),
+    "delta-is-a-dict": (lambda m, o: _stream({"text": "x"}, DONE), "'dict' object has no attribute 'text'"),
+    "delta-is-a-str": (lambda m, o: _stream("x", DONE), "'str' object has no attribute 'text'"),
+    "delta-is-none": (lambda m, o: _stream(None, DONE), "'NoneType' object has no attribute 'text'"),
     "usage-is-a-dict": (
         lambda m, o: _stream(TEXT, TEXT2, Delta(done=True, usage={"prompt_tokens": 1})),  # type: ignore[arg-type]
-        "AttributeError",
+        "'dict' object has no attribute 'prompt_tokens'",
     ),
-    "aclose-raises": (lambda m, o: _BadClose(), "OSError: the connection could not be closed"),
+    "aclose-raises": (lambda m, o: _BadClose(), "the connection could not be closed"),
     "stop-iteration-inside": (_stop_iteration, "StopIteration"),
     "os-error": (
         lambda m, o: _stream(TEXT, raise_at=1, exc=ConnectionResetError("peer reset")),
         "peer reset",
     ),
     "memory-error": (lambda m, o: _stream(raise_at=0, exc=MemoryError()), "MemoryError"),
-    "recursion-error": (lambda m, o: _stream(raise_at=0, exc=RecursionError("deep")), "RecursionError"),
+    "recursion-error": (lambda m, o: _stream(raise_at=0, exc=RecursionError("deep")), "deep"),
 }
 
 
@@ -700,7 +707,7 @@ async def test_engine_failure_in_a_later_turn_keeps_the_earlier_turns() -> None:
 
     agent = Agent(model=Later(), tools=[echo])
     events = await run_to_end(agent)
-    assert events[-1] == EndEvent(reason="error", message="RuntimeError: gone")
+    assert events[-1] == EndEvent(reason="error", message="gone")
     assert len(agent.messages) == 5
     assert [e.type for e in events].count("result") == 2
 
@@ -720,7 +727,7 @@ async def test_exception_that_cannot_be_printed(where: str) -> None:
         if where == "engine"
         else ScriptedModel(['{"calls":[{"tool":"bad","input":{}}]}', AGAIN])
     )
-    agent = Agent(model=model, tools=[tool(name="bad", run=raise_it)])
+    agent = Agent(model=model, tools=[tool(name="bad", input={}, run=raise_it)])
     try:
         events = await run_to_end(agent)
     except ValueError as exc:
@@ -751,7 +758,7 @@ async def test_stray_cancelled_error_is_a_failure_not_a_cancellation(where: str)
     )
     agent = Agent(
         model=model,
-        tools=[tool(name="stray", run=cancelled_tool)],
+        tools=[tool(name="stray", input={}, run=cancelled_tool)],
         hooks={"before_call": hook} if where == "hook" else None,
     )
     try:
@@ -884,7 +891,7 @@ async def test_results_that_cannot_be_serialised_are_error_results(name: str) ->
         """Returns what JSON cannot carry."""
         return make()
 
-    bad_tool = tool(name="bad", run=lambda input: make())
+    bad_tool = tool(name="bad", input={}, run=lambda input: make())
     for t in (bad, bad_tool):
         agent = Agent(model=ScriptedModel(['{"calls":[{"tool":"bad","input":{}}]}', AGAIN]), tools=[t])
         events = await run_to_end(agent)
@@ -921,9 +928,9 @@ async def test_tool_exceptions_are_error_results_and_the_run_goes_on() -> None:
     events = await run_to_end(agent)
     results = [e for e in events if isinstance(e, ResultEvent)]
     assert [r.text for r in results] == [
-        "error: ValueError: bad value",
+        "error: bad value",
         "error: KeyError: 'k'",
-        "error: OSError: disk",
+        "error: disk",
     ]
     assert all(r.error for r in results) and events[-1] == FinalEvent(text="again")
 
@@ -953,11 +960,11 @@ BAD_INPUTS: list[Any] = [
     {"n": 3, "flag": "true"},
 ]
 NOT_OBJECTS: list[Any] = [5, "n=3", [3], None, True]
-BAD_TEXTS = [
+BAD_TEXTS = ['{"calls":[{"tool":"typed","input":{"n":1e400}}]}']
+NOT_JSON_TEXTS = [  # Python's json module reads these; JSON has no such values: a bad turn
     '{"calls":[{"tool":"typed","input":{"n":NaN}}]}',
     '{"calls":[{"tool":"typed","input":{"n":3,"ratio":Infinity}}]}',
     '{"calls":[{"tool":"typed","input":{"n":3,"ratio":-Infinity}}]}',
-    '{"calls":[{"tool":"typed","input":{"n":1e400}}]}',
 ]
 GOOD_INPUTS: list[Any] = [
     {"n": 3},
@@ -983,11 +990,16 @@ async def test_the_input_is_checked_before_run() -> None:
         run=lambda input: record(seen, dict(input)),
     )
     texts = [json.dumps({"calls": [{"tool": "typed", "input": v}]}) for v in BAD_INPUTS] + BAD_TEXTS
-    model = ScriptedModel(
-        [*texts, *(json.dumps({"calls": [{"tool": "typed", "input": v}]}) for v in GOOD_INPUTS), AGAIN]
-    )
-    agent = Agent(model=model, tools=[typed], limits={"turns": 100})
+    good = [json.dumps({"calls": [{"tool": "typed", "input": v}]}) for v in GOOD_INPUTS]
+    model = ScriptedModel([*texts, *NOT_JSON_TEXTS, *good, AGAIN])
+    agent = Agent(model=model, tools=[typed], limits={"turns": 100, "retries": len(NOT_JSON_TEXTS)})
     events = await run_to_end(agent)
+    retries = [e.reason for e in events if isinstance(e, RetryEvent)]
+    assert [r.split(" is not")[0] for r in retries] == [
+        "not JSON (NaN",
+        "not JSON (Infinity",
+        "not JSON (-Infinity",
+    ]
     results = [e for e in events if isinstance(e, ResultEvent)]
     assert len(results) == len(texts) + len(GOOD_INPUTS)
     for r in results[: len(texts)]:
@@ -1163,7 +1175,7 @@ BAD_AGENT_OPTIONS: list[tuple[str, dict[str, Any], str]] = [
     ("tools-single-tool", {"tools": echo}, "tools"),
     ("tools-str", {"tools": "echo"}, "tools"),
     ("tools-none-item", {"tools": [None]}, "tools[0]"),
-    ("tools-duplicate", {"tools": [echo, tool(name="echo", run=lambda i: "x")]}, "'echo'"),
+    ("tools-duplicate", {"tools": [echo, tool(name="echo", input={}, run=lambda i: "x")]}, "'echo'"),
     ("tool-choice-unknown", {"tools": [echo], "tool_choice": "search"}, "tool_choice"),
     ("tool-choice-required-no-tools", {"tool_choice": "required"}, "tool_choice"),
     ("tool-choice-int", {"tool_choice": 1}, "tool_choice"),

@@ -436,9 +436,10 @@ async def test_a_plain_tool_that_raises_what_a_future_cannot_hold_is_an_error_re
     def raises(i: object, c: object) -> str:
         raise exc
 
-    t = tool(name="odd", run=raises)
+    t = tool(name="odd", input={}, run=raises)
     text, error = await asyncio.wait_for(run_tool(t, {}, cx()), 5)  # it used to hang here
-    assert error and text.startswith(f"error: {type(exc).__name__}")
+    assert error
+    assert text == (f"error: {exc}" if str(exc) else f"error: {type(exc).__name__}")
 
 
 def test_a_loop_that_cannot_watch_a_pipe_still_gets_plain_results() -> None:
@@ -486,7 +487,7 @@ async def test_a_plain_tool_that_returns_a_coroutine_has_it_awaited() -> None:
     async def later() -> str:
         return "awaited"
 
-    t = tool(name="indirect", run=lambda i, c: later())
+    t = tool(name="indirect", input={}, run=lambda i, c: later())
     assert await run_tool(t, {}, cx()) == ("awaited", False)
 
 
@@ -505,8 +506,8 @@ async def test_errors_become_error_results() -> None:
     def boom(i: object, c: object) -> str:
         raise ValueError("no luck")
 
-    t = tool(name="boom", run=boom)
-    assert await run_tool(t, {}, cx()) == ("error: ValueError: no luck", True)
+    t = tool(name="boom", input={}, run=boom)
+    assert await run_tool(t, {}, cx()) == ("error: no luck", True)
     assert await run_tool(t, {"x": 1}, cx()) == ("error: input: unknown field 'x' (fields: none)", True)
 
 
@@ -721,6 +722,7 @@ async def test_a_schema_tool_keeps_its_schema_and_checks_against_it() -> None:
             "'#/$defs/Q' points nowhere",
         ),
         ({"schema": {"type": "object"}, "run": None}, "missing run"),
+        ({}, "tool 't': pass input (fields; input={} for a tool without input) or schema"),  # SPEC 9.1
     ],
 )
 def test_bad_schema_tools_are_refused(kwargs: dict[str, Any], message: str) -> None:

@@ -210,6 +210,8 @@ def test_parse_keeps_whitespace_tolerance() -> None:
         ('{"calls":[{"tool":"weather"}]}', "call 1 must be"),
         ('{"calls":[{"tool":"weather","input":[]}]}', "input must be an object"),
         ("[" * 100000, "not JSON"),
+        ('{"calls":[{"tool":"weather","input":{"city":NaN}}]}', "not JSON (NaN is not a JSON value)"),
+        ('{"final":"x","thought":"t","n":-Infinity}', "not JSON (-Infinity is not a JSON value)"),
     ],
 )
 def test_parse_refuses_bad_turns(text: str, reason: str) -> None:

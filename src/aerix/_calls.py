@@ -87,7 +87,8 @@ class Calls:
         steps: list[_Step] = []
         try:
             for call in calls:
-                steps.append(step := await self.plan(call, seen, check=True))
+                steps.append(await self.plan(call, seen, check=True))
+            for step in steps:
                 yield step.event()
             for step in steps:
                 if step.key is not None and not step.repeat and step.outcome is None:
@@ -146,8 +147,10 @@ class Calls:
                 text, error = await run_tool(self.tools[call.tool], call.input, cx)
             if self.hooks.after_call is not None:
                 text = await after_call(self.hooks, call, text)
+        if step.repeat:  # the earlier result was cut already; the note after it stays whole
+            return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
         text = cut_result(text, self.limits.result_chars)
-        if step.key is not None and not step.repeat:
+        if step.key is not None:
             seen.last[step.key] = (call.id, text)
         return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
 

@@ -111,8 +111,10 @@ def check_tools(tools: object) -> dict[str, Tool]:
 
 def check_tool_choice(choice: object, tools: Mapping[str, Tool]) -> str:
     """`"auto"`, `"none"`, or (with tools) `"required"` or one tool's name."""
+    if not isinstance(choice, str):
+        raise AerixError("options", f"tool_choice must be a string, got {type(choice).__name__} {choice!r}")
     if choice in ("auto", "none"):
-        return str(choice)
+        return choice
     if choice == "required" or choice in tools:
         if not tools:
             raise AerixError("options", f"tool_choice={choice!r} needs at least one tool")

@@ -30,6 +30,8 @@ async def before_call(hooks: Hooks, call: Call) -> tuple[Call, str | None]:
         return call, None
     key, value = outcome
     if key == "deny":
+        if (problem := unencodable(value)) is not None:
+            raise HookError(f"hook before_call: the deny reason{problem}")
         return call, f"refused: {value}"
     return replace(call, input=value), None
 
@@ -39,6 +41,8 @@ async def after_call(hooks: Hooks, call: Call, text: str) -> str:
     if hooks.after_call is None:
         return text
     replaced = check_after_call(await _call("after_call", hooks.after_call, call, text))
+    if replaced is not None and (problem := unencodable(replaced)) is not None:
+        raise HookError(f"hook after_call: the replacement result{problem}")
     return text if replaced is None else replaced
 
 

@@ -262,6 +262,10 @@ def _llguidance_error(schema: object) -> str | None:
     try:
         grammar = matcher.grammar_from_json_schema(key, defaults={"whitespace_flexible": False})
         failed, messages = matcher.validate_grammar_with_warnings(grammar, None)
+        if failed:  # as the engine does: an overlapping oneOf as anyOf, an unknown format undecoded
+            lenient = {"whitespace_flexible": False, "lenient": True}
+            grammar = matcher.grammar_from_json_schema(key, defaults=lenient)
+            failed = matcher.validate_grammar_with_warnings(grammar, None)[0]
         error = messages[0] if failed else None
     except ValueError as exc:
         error = str(exc)

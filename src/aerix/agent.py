@@ -27,12 +27,12 @@ from ._observe import observe
 from ._portal import iterate
 from ._stream import Reply
 from .abort import AbortController, AbortSignal
-from .errors import AerixError, describe
+from .errors import AerixError, message_of
 from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
-from .options import HookError, Hooks, Limits, ToolChoice, check_generation
+from .options import Hooks, Limits, ToolChoice, check_generation
 from .tools import Tool
-from .turn import BadTurn, Turn, fit_text, render_results, render_retry
+from .turn import BadTurn, Turn, fit_text, json_closed, render_results, render_retry
 
 __all__ = ["Agent", "Answer"]
 
@@ -360,7 +360,8 @@ class Agent:
 
     def _retry(self, run: _Run, reason: str) -> RetryEvent | None:
         """A bad or cut turn: the retry to ask for, or `None` (with `run.ending`) when none is left."""
-        limits, cut = self._limits, run.reply.cut
+        limits = self._limits
+        cut = run.reply.cut and not json_closed(run.reply.text)
         if cut:
             reason = f"cut: the turn reached max_tokens ({limits.max_tokens}) before its JSON closed"
         if run.generation == limits.turns:
@@ -428,7 +429,7 @@ class Agent:
             return None
         if signal.aborted:  # a failure on the way out of an abort is the abort
             return aborted(signal)
-        return EndEvent(reason="error", message=str(exc) if isinstance(exc, HookError) else describe(exc))
+        return EndEvent(reason="error", message=message_of(exc))
 
     def _release(self, run: _Run) -> None:
         if run.guard is not None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from .events import AgentEvent, EndReason
 
-__all__ = ["AerixError", "ErrorKind", "describe"]
+__all__ = ["AerixError", "ErrorKind", "describe", "message_of"]
 
 ErrorKind = Literal["options", "busy", "end"]
 """`options`: a bad option or definition; `busy`: the agent is already running;
@@ -61,3 +61,18 @@ def describe(exc: BaseException) -> str:
     except Exception:
         text = "(its message cannot be printed)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception's own message (`str(exc)`): what a tool's error result and an engine
+    failure's `end` event say. Its type's name where the message says nothing alone: none
+    (`raise TimeoutError()`), or a `KeyError`'s, which is only the missing key (`KeyError:
+    'city'`). Never raises, even for an exception whose `str()` does.
+    """
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    if not text:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if isinstance(exc, KeyError) else text

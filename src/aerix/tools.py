@@ -27,7 +27,7 @@ from ._fields import Field, FieldType, check_fields, field_of, fields_schema
 from ._schema import Validator, check_schema, compile_validator, short
 from ._workers import workers
 from .abort import AbortSignal
-from .errors import AerixError, describe
+from .errors import AerixError, message_of
 
 __all__ = [
     "Field",
@@ -298,6 +298,11 @@ def tool(
             raise _bad(f"tool {name!r}: missing run; pass run=fn, called as run(input, cx)")
         if input is not None and schema is not None:
             raise _bad(f"tool {name!r}: pass input (fields) or schema (a JSON Schema), not both")
+        if input is None and schema is None:
+            raise _bad(
+                f"tool {name!r}: pass input (fields; input={{}} for a tool without input) "
+                "or schema (a JSON Schema of an object)"
+            )
         adapted, is_async = _explicit_run(run) if callable(run) else (run, False)
         about = "" if description is None else description
         return _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
@@ -387,5 +392,5 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
             raise
         return "error: CancelledError", True
     except Exception as exc:
-        return f"error: {describe(exc)}", True
+        return f"error: {message_of(exc)}", True
     return result_text(value)

@@ -470,7 +470,7 @@ def parse_turn(
             checks it against the answer type), not only a string.
     """
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_not_json)
     except (ValueError, RecursionError) as exc:
         return BadTurn(reason=f"not JSON ({_json_error(exc)}); {_SHAPES}")
     if not isinstance(obj, dict):
@@ -517,6 +517,21 @@ def parse_turn(
             return BadTurn(reason=f"call {i}: input must be an object")
         calls.append(ParsedCall(tool=c["tool"], input=c["input"]))
     return Turn(calls=tuple(calls), thought=thought, dropped=max(0, len(raw) - MAX_CALLS))
+
+
+def json_closed(text: str) -> bool:
+    """Whether `text` starts with a whole JSON value (whatever follows it): a generation
+    that stopped on `max_tokens` with its JSON closed was not cut short, only bad."""
+    try:
+        json.JSONDecoder().raw_decode(text.lstrip())
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _not_json(constant: str) -> None:
+    """`json.loads` takes `NaN`, `Infinity` and `-Infinity`; JSON has no such values."""
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def _json_error(exc: BaseException) -> str:

@@ -99,7 +99,7 @@ async def test_eval_failing_at_each_step_is_one_error_ending(
     events = await run(agent)
     assert failed_in == [phases[k - 1]], f"the fault at eval {k} ({step}) was not injected: {count} evals"
     assert endings(events) == [events[-1]]
-    assert events[-1] == EndEvent(reason="error", message=f"RuntimeError: llama_decode failed at step {k}")
+    assert events[-1] == EndEvent(reason="error", message=f"llama_decode failed at step {k}")
     if failed_in == ["prefill"]:
         assert not any(isinstance(ev, TextEvent) for ev in events)  # before the first delta
     assert agent.messages == () and not agent.busy
@@ -124,7 +124,7 @@ async def test_a_failure_while_finishing_the_stream_is_one_error_ending(
     )
     events = await run(agent)
     assert any(isinstance(ev, TextEvent) for ev in events)
-    assert events[-1] == EndEvent(reason="error", message="RuntimeError: usage failed")
+    assert events[-1] == EndEvent(reason="error", message="usage failed")
     assert endings(events) == [events[-1]]
     assert_cache_consistent(engine)
 

@@ -160,6 +160,25 @@ def test_bad_thread_counts_are_refused(tiny_gguf: Path, bad: object) -> None:
         LlamaCpp(tiny_gguf, n_threads_batch=bad)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_ctx": -5}, "n_ctx must be a whole number, 0 or more (0: the model's training length), got -5"),
+        ({"n_ctx": "x"}, "n_ctx must be a whole number, 0 or more (0: the model's training length), got 'x'"),
+        ({"n_batch": 0}, "n_batch must be a whole number, 1 or more, got 0"),
+        ({"n_batch": 8.0}, "n_batch must be a whole number, 1 or more, got 8.0"),
+        ({"prefill_chunk": "a"}, "prefill_chunk must be a whole number, 1 or more, got 'a'"),
+        ({"prefill_chunk": 0}, "prefill_chunk must be a whole number, 1 or more, got 0"),
+    ],
+)
+def test_bad_sizes_are_refused_naming_the_option(
+    tiny_gguf: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AerixError) as info:  # not llama.cpp's "could not load" (a healthy file)
+        LlamaCpp(tiny_gguf, **kwargs)
+    assert info.value.kind == "options" and info.value.message == message
+
+
 # -- bad files -------------------------------------------------------------------------------
 
 

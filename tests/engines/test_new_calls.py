@@ -109,9 +109,9 @@ def test_values_copy_the_tools_words_without_the_loops_frame() -> None:
     results = render_results(
         [
             ("call_1", "capital_of", "The capital of Quenland is Tovik."),
-            ("call_2", "population_of", "error: ValueError: no city named 'Quenland'"),
+            ("call_2", "population_of", "error: no city named 'Quenland'"),
             ("call_3", "capital_of", _repeat(1, ("call_1", "The capital of Quenland is Tovik."))),
-            ("call_4", "population_of", _repeat(0, ("call_2", "error: ValueError: no city named 'X'"))),
+            ("call_4", "population_of", _repeat(0, ("call_2", "error: no city named 'X'"))),
             ("call_5", "capital_of", cut_result("Tovik " * 10, 12)),
         ],
         dropped=3,
@@ -121,9 +121,9 @@ def test_values_copy_the_tools_words_without_the_loops_frame() -> None:
     assert source.splitlines() == [
         "What is the population of the capital of Quenland?",
         "The capital of Quenland is Tovik.",
-        "ValueError: no city named 'Quenland'",
+        "no city named 'Quenland'",
         "The capital of Quenland is Tovik.",
-        "ValueError: no city named 'X'",
+        "no city named 'X'",
         "Tovik Tovik ",
     ]
     for frame in ("call_", "Results", "error", "repeats", "times", "dropped", "cut", "characters"):

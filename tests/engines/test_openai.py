@@ -767,6 +767,10 @@ async def test_closing_the_iterator_early_closes_the_connection() -> None:
         ({"retries": -1}, "retries"),
         ({"retries": True}, "retries"),
         ({"max_connections": 0}, "max_connections"),
+        ({"headers": "nope"}, "headers must map header names to strings, got 'nope'"),
+        ({"headers": {"X-Key": 3}}, "headers must map header names to strings"),
+        ({"api_key": 123}, "api_key must be a string or None, got int"),
+        ({"extra_body": ["x"]}, "extra_body must be a dict"),
     ],
 )
 def test_bad_options_raise_options_errors_naming_the_option(kwargs: dict[str, Any], named: str) -> None:

@@ -169,6 +169,16 @@ def test_a_template_that_does_not_compile_names_its_line(source: str, line: int)
     assert "LlamaCpp(..., chat_template=...)" in message
 
 
+@pytest.mark.parametrize("source", ["{% break %}", "{{ bos_token }}{% continue %}"])
+def test_a_template_python_cannot_compile_is_a_value_error_too(source: str) -> None:
+    # Jinja parses a loop control outside a loop; Python's compiler refuses the code it makes
+    with pytest.raises(ValueError, match="outside loop|not properly in loop") as info:
+        ChatTemplate(source, name="the chat template of 'model.gguf'")
+    message = str(info.value)
+    assert message.startswith("the chat template of 'model.gguf' does not compile")
+    assert "LlamaCpp(..., chat_template=...)" in message
+
+
 def test_errors_use_the_template_s_name() -> None:
     t = ChatTemplate("{{ raise_exception('no') }}", name="the chat template of 'x.gguf'")
     with pytest.raises(ValueError, match=r"^the chat template of 'x.gguf' refused the messages: 'no'"):

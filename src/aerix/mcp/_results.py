@@ -26,8 +26,8 @@ class MCPServerError(Exception):
 
 
 def result_value(result: types.CallToolResult) -> Any:
-    """The result of a call: its text contents joined by newlines; without any, its structured
-    content; without that either, a note on what it held.
+    """The result of a call: its text contents joined by newlines; without any (or with only
+    empty ones), its structured content; without that either, a note on what it held.
 
     Raises:
         MCPToolError: The result is an error (`isError`), with its text.
@@ -36,10 +36,12 @@ def result_value(result: types.CallToolResult) -> Any:
     if result.is_error:
         detail = "\n".join(texts) or _structured(result) or "the tool reported an error and said nothing more"
         raise MCPToolError(detail)
+    if any(texts):
+        return "\n".join(texts)
+    if result.structured_content is not None:  # no text, or only empty text blocks
+        return result.structured_content
     if texts:
         return "\n".join(texts)
-    if result.structured_content is not None:
-        return result.structured_content
     kinds = sorted({_kind(block) for block in result.content})
     if kinds:
         return f"(the tool returned only {' and '.join(kinds)} content, which aerix does not pass on)"

@@ -31,11 +31,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
 
-__all__ = ["COMPACT_JSON", "Constrained", "SchemaCompiler"]
+__all__ = ["COMPACT_JSON", "LENIENT_JSON", "Constrained", "SchemaCompiler"]
 
 COMPACT_JSON: JsonCompileOptions = {"whitespace_flexible": False}
 """llguidance's JSON options by default: no whitespace between tokens. A schema
 may override them with its own `"x-guidance"` key."""
+LENIENT_JSON: JsonCompileOptions = {"whitespace_flexible": False, "lenient": True}
+"""The options tried when a schema does not compile with `COMPACT_JSON`: a `oneOf`
+whose choices overlap is decoded as `anyOf`, and a `format` llguidance does not know
+is left undecoded (the loop's input check still holds every value to the exact
+schema)."""
 
 
 class Constrained:
@@ -131,6 +136,10 @@ class SchemaCompiler:
         except ValueError as exc:
             raise AerixError("options", f"constraint: bad JSON schema: {exc}") from exc
         failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, self._tokenizer)
+        if failed:  # an overlapping oneOf, an unknown format: decoded approximately, if at all
+            lenient = llguidance.LLMatcher.grammar_from_json_schema(schema_json, defaults=LENIENT_JSON)
+            if not llguidance.LLMatcher.validate_grammar_with_warnings(lenient, self._tokenizer)[0]:
+                failed, grammar = False, lenient
         if failed:
             raise AerixError(
                 "options",

@@ -142,6 +142,8 @@ class ChatTemplate:
             self._template = _environment().from_string(source)
         except jinja2.exceptions.TemplateSyntaxError as exc:
             raise ValueError(f"{name} does not compile (line {exc.lineno}: {exc.message}); {_FIX}") from exc
+        except SyntaxError as exc:  # Jinja parsed it, Python's compiler refused it (`{% break %}` alone)
+            raise ValueError(f"{name} does not compile ({exc.msg}); {_FIX}") from exc
         self.source = source
         """The Jinja source of the template."""
         self.bos_token = bos_token

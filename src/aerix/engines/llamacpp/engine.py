@@ -213,8 +213,16 @@ class LlamaCpp:
                 f"no GGUF file at {str(path)!r}; give the path of a .gguf model file, "
                 "or use aerix.load('smollm2-instruct') for the embedded default model"
             )
-        if prefill_chunk < 1:
-            raise AerixError("options", f"prefill_chunk must be at least 1, got {prefill_chunk}")
+        for name, size, least in (
+            ("n_ctx", n_ctx, 0),
+            ("n_batch", n_batch, 1),
+            ("prefill_chunk", prefill_chunk, 1),
+        ):
+            if isinstance(size, bool) or not isinstance(size, int) or size < least:
+                more = " (0: the model's training length)" if name == "n_ctx" else ""
+                raise AerixError(
+                    "options", f"{name} must be a whole number, {least} or more{more}, got {size!r}"
+                )
         biases = {
             "copy_bias": copy_bias,
             "close_bias": close_bias,

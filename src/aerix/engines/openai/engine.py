@@ -154,6 +154,15 @@ class OpenAICompatible:
         self.backoff = float(backoff)
         self._max_connections = max_connections
         self._keep = keep
+        if headers is not None and (
+            not isinstance(headers, Mapping)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
+            raise AerixError("options", f"headers must map header names to strings, got {headers!r}")
+        if api_key is not None and not isinstance(api_key, str):
+            raise AerixError("options", f"api_key must be a string or None, got {type(api_key).__name__}")
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise AerixError("options", f"extra_body must be a dict, got {extra_body!r}")
         self._headers = dict(headers or {})
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
