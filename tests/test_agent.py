@@ -1077,6 +1077,34 @@ async def test_a_tool_that_changes_its_input_changes_no_event_and_no_repeat_chec
     assert events[-1].type == "final"
 
 
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_a_consumer_that_changes_an_events_input_changes_no_call(concurrent: bool) -> None:
+    """The `turn` and `call` events hold their own copies of the inputs: changing them (they
+    are frozen, their dicts are not) changes neither what the tool gets nor the repeat rule."""
+    got: list[dict[str, Any]] = []
+    fields: dict[str, Any] = {"tags": {"type": "array", "items": {"type": "string"}}}
+    note = tool(name="note", description="Note.", input=fields, run=lambda i: got.append(i) or "ok")
+    written = {"tags": ["a"]}
+    turn = json.dumps({"calls": [{"tool": "note", "input": written}]})
+    agent = Agent(
+        model=ScriptedModel([turn, turn, final()]),
+        tools=[note],
+        limits={"repeats": 0},
+        concurrent_calls=concurrent,
+    )
+    events = []
+    async for ev in agent.run("q"):
+        if ev.type == "turn":
+            ev.calls[0].input["tags"].append("from the turn event")
+        elif ev.type == "call":
+            ev.input["tags"].append("from the call event")
+            ev.input["x"] = 1
+        events.append(ev)
+    assert got == [written]  # as the model wrote it, once: the second call repeats it
+    assert [e.error for e in events if e.type == "result"] == [False, True]
+    assert events[-1].type == "final"
+
+
 async def test_an_abort_never_cancels_the_consumer_code() -> None:
     agent, _ = agent_with(call(), final())
     controller = AbortController()

@@ -28,7 +28,7 @@ from ._hooks import after_call, before_call
 from .abort import AbortSignal
 from .events import Call, CallEvent, ResultEvent
 from .options import Hooks, Limits
-from .tools import Tool, ToolContext, check_input, cut_result, run_tool
+from .tools import Tool, ToolContext, check_input, cut_result, json_copy, run_tool
 
 __all__ = ["Calls", "Seen"]
 
@@ -59,9 +59,10 @@ class _Step:
     """The tool running, when the calls run at once."""
 
     def event(self) -> CallEvent:
-        """The call's `call` event."""
+        """The call's `call` event, with its own copy of the input: a consumer that changes
+        it changes neither what the tool gets nor what the repeat rule compares."""
         call = self.call
-        return CallEvent(id=call.id, tool=call.tool, input=call.input)
+        return CallEvent(id=call.id, tool=call.tool, input=json_copy(call.input))
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Never
 
 from ._answer import Answer, answer_of
@@ -31,7 +31,7 @@ from .errors import AerixError, message_of
 from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import Hooks, Limits, ToolChoice, check_generation
-from .tools import Tool
+from .tools import Tool, json_copy
 from .turn import BadTurn, Turn, fit_text, json_closed, render_results, render_retry
 
 __all__ = ["Agent", "Answer"]
@@ -302,7 +302,9 @@ class Agent:
                     return
                 continue  # `on_final` asked for another turn
             calls = tuple([Call(id=self._new_id(), tool=c.tool, input=c.input) for c in turn.calls])
-            yield TurnEvent(turn=run.generation, calls=calls, thought=turn.thought)
+            # The event's own copies of the inputs: a consumer that changes them changes no call.
+            shown = tuple([replace(c, input=json_copy(c.input)) for c in calls])
+            yield TurnEvent(turn=run.generation, calls=shown, thought=turn.thought)
             results: list[tuple[str, str, str]] = []
             run.seen.repeated = False
             if not self._calls.concurrent:  # one at a time: each call's `call` event, then its `result`

@@ -2,16 +2,19 @@
 
 An engine streams one generation as text `Delta`s followed by exactly one
 done `Delta` that carries `finish` and `usage`. Any object with a matching
-`chat` method is a `Model`; engines import only this floor.
+`chat` method is a `Model`; engines import only this floor, and check the
+options of a `chat` call with `checked_options`, so that every engine refuses
+the same bad options with the same errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, cast, runtime_checkable
 
 from .abort import AbortSignal
+from .errors import AerixError
 
 __all__ = [
     "ChatMessage",
@@ -115,3 +118,50 @@ class ToolFit(Protocol):
         """Whether one of `tools` (each `"name(fields)"`, `turn.fit_text`) fits
         `request`; `None`: no opinion."""
         ...
+
+
+_OPTION_KEYS = frozenset(GenerateOptions.__optional_keys__)
+_NUMBERS: dict[str, tuple[float, float, type]] = {
+    "temperature": (0.0, 100.0, float),
+    "top_p": (0.0, 1.0, float),
+    "top_k": (0, 1 << 31, int),
+    "min_p": (0.0, 1.0, float),
+    "max_tokens": (1, 1 << 31, int),
+    "seed": (-(1 << 63), 1 << 64, int),
+}
+"""Each number option's bounds, inclusive, and whether it must be an integer."""
+
+
+def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -> GenerateOptions:
+    """The options (a copy; `{}` for `None`), once checked; the errors name the option, the value and
+    what is allowed.
+
+    Raises:
+        AerixError: `kind="options"`: an unknown option, a value of the wrong type or out
+            of bounds, or a message without a role and a string content.
+    """
+    o: dict[str, Any] = dict(opts or {})
+    unknown = sorted(set(o) - _OPTION_KEYS)
+    if unknown:
+        raise AerixError("options", f"unknown option(s) {unknown}; allowed: {sorted(_OPTION_KEYS)}")
+    for key, (lo, hi, kind) in _NUMBERS.items():
+        value = o.get(key)
+        if value is None:
+            continue
+        ok = isinstance(value, int if kind is int else (int, float)) and not isinstance(value, bool)
+        if not ok or not lo <= value <= hi:
+            kind_name = "an integer" if kind is int else "a number"
+            raise AerixError("options", f"{key} must be {kind_name} in [{lo}, {hi}], got {value!r}")
+    stop = o.get("stop") or []
+    if not isinstance(stop, list | tuple) or not all(isinstance(s, str) for s in stop):
+        raise AerixError("options", f"stop must be a list of strings, got {stop!r}")
+    constraint = o.get("constraint")
+    if constraint is not None and not (isinstance(constraint, dict) and set(constraint) == {"json"}):
+        raise AerixError("options", f'constraint must be {{"json": <JSON Schema>}}, got {constraint!r}')
+    signal = o.get("signal")
+    if signal is not None and not isinstance(signal, AbortSignal):
+        raise AerixError("options", f"signal must be an AbortSignal, got {signal!r}")
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+            raise AerixError("options", f"each message needs a role and a string content, got {m!r}")
+    return cast(GenerateOptions, o)

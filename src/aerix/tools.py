@@ -36,6 +36,7 @@ __all__ = [
     "ToolContext",
     "check_input",
     "cut_result",
+    "json_copy",
     "run_tool",
     "tool",
 ]
@@ -351,12 +352,12 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 """Types whose values are never awaitable (exactly these: a subclass may define `__await__`)."""
 
 
-def _fresh(value: Any) -> Any:
+def json_copy(value: Any) -> Any:
     """A copy of a JSON value's objects and arrays (its other values cannot change)."""
     if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
+        return {k: json_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fresh(v) for v in value]
+        return [json_copy(v) for v in value]
     return value
 
 
@@ -373,7 +374,7 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
     problem = check_input(t, input)
     if problem is not None:
         return f"error: {problem}", True
-    input = _fresh(input)  # the tool's own: what it changes, the call's events never show
+    input = json_copy(input)  # the tool's own: what it changes, the call's events never show
     try:
         if t.is_async:
             value = await t.run(input, cx)

@@ -474,6 +474,26 @@ def formats(server: FaultServer) -> list[str | None]:
     return [r.json().get("response_format", {}).get("type") for r in server.requests]
 
 
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        ({"frobnicate": 1}, "unknown option(s) ['frobnicate']"),
+        ({"max_tokens": 0}, "max_tokens must be an integer in [1, 2147483648], got 0"),
+        ({"temperature": "hot"}, "temperature must be a number in [0.0, 100.0], got 'hot'"),
+        ({"constraint": {"regex": "a"}}, 'constraint must be {"json": <JSON Schema>}'),
+        ({"signal": "nope"}, "signal must be an AbortSignal, got 'nope'"),
+        ({"stop": "x"}, "stop must be a list of strings, got 'x'"),
+    ],
+)
+async def test_bad_chat_options_are_refused_before_any_request(opts: dict[str, Any], message: str) -> None:
+    # the same checks as LlamaCpp's, so an engine is swapped for another without surprises
+    async with serving(stream(*sse_body("{}"))) as (server, engine):
+        with pytest.raises(AerixError) as info:
+            await collect(engine, opts)  # type: ignore[arg-type]
+    assert info.value.kind == "options" and message in info.value.message
+    assert server.requests == []
+
+
 async def test_a_refused_json_schema_is_sent_again_as_json_object_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

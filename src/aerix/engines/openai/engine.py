@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.OpenAICompatible needs httpx: pip install 'aerix[server]'") from exc
 
 from ...errors import AerixError
-from ...model import ChatMessage, Delta, GenerateOptions, Usage
+from ...model import ChatMessage, Delta, GenerateOptions, Usage, checked_options
 from ._chat_request import DIALECTS, Dialect, build_body
 from ._failures import (
     RETRY_STATUS,
@@ -201,18 +201,20 @@ class OpenAICompatible:
             opts: Sampling settings, the JSON constraint and the abort signal.
 
         Raises:
+            AerixError: `kind="options"`: an unknown option or a bad value (checked as
+                `LlamaCpp` checks them), before any request.
             EngineError: The server could not be reached, answered with an
                 error, stalled past a timeout, or broke or garbled its stream.
         """
-        opts = opts or {}
-        signal = opts.get("signal")
+        checked = checked_options(messages, opts)
+        signal = checked.get("signal")
         if signal is not None and signal.aborted:
             yield _ABORTED_DONE
             return
         extra = self._extra_body
 
         def body_for(dialect: Dialect) -> dict[str, Any]:
-            return build_body(self.model, messages, opts, dialect=dialect, extra_body=extra)
+            return build_body(self.model, messages, checked, dialect=dialect, extra_body=extra)
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[_Item] = asyncio.Queue()
