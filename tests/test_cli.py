@@ -931,3 +931,35 @@ def test_two_servers_with_one_tool_name_are_told_to_take_a_prefix(capsys: pytest
     assert cli.main(["run", "hi", "--mcp", KIT, "--mcp", KIT], model=ScriptedModel()) == 2
     err = capsys.readouterr().err
     assert err.rstrip().endswith("give an MCP server's tools a prefix with --mcp PREFIX=SERVER")
+
+
+def test_output_makes_the_answer_typed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = ScriptedModel(['{"final":"four"}', '{"final":4}'])  # a string is no int: asked again
+    assert cli.main(["run", "2+2?", "--output", "int", "--tools", "none", "--json"], model=model) == 0
+    events = _events(capsys.readouterr().out)
+    assert [e["type"] for e in events if e["type"] in ("retry", "final")] == ["retry", "final"]
+    assert events[-1] == {"type": "final", "text": "4", "thought": None, "output": 4}
+    assert model.calls[0].opts["constraint"]["json"]["anyOf"][-1]["properties"]["final"]["type"] == "integer"
+    schema = tmp_path / "city.json"
+    schema.write_text('{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}')
+    for given in (f"@{schema}", schema.read_text()):
+        model = ScriptedModel(['{"final":{"city":"Porto"}}'])
+        assert cli.main(["run", "Where?", "--output", given, "--tools", "none"], model=model) == 0
+        assert '✓ final: {"city": "Porto"}' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("integer", "argument --output: 'integer' is none of str, int, float, bool, a JSON Schema"),
+        ("[1]", "argument --output: '[1]' is none of str, int, float, bool, a JSON Schema"),
+        ("@/no/such/file.json", "argument --output: cannot read '/no/such/file.json'"),
+        ('{"type": "string", "examples": ["a"]}', "--output: "),
+    ],
+)
+def test_a_bad_output_exits_2_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], given: str, message: str
+) -> None:
+    assert cli.main(["run", "x", "--output", given], model=ScriptedModel(['{"final":"x"}'])) == 2
+    err = capsys.readouterr().err
+    assert message in err, err

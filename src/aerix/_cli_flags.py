@@ -8,7 +8,9 @@ loaded (an `Agent` needs one), so that a bad one costs no load; `cli_hints` and
 from __future__ import annotations
 
 import argparse
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import aerix
@@ -42,6 +44,7 @@ FLAGS = {
     "limits.result_chars": "--result-chars",
     "limits.repeats": "--repeats",
     "calls_per_turn": "--calls-per-turn",
+    "output": "--output",
     "generation.temperature": "--temperature",
     "generation.top_p": "--top-p",
     "generation.top_k": "--top-k",
@@ -86,7 +89,8 @@ def cli_hints(message: str) -> str:
 
 
 def loop_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The `Agent` options that `--calls-per-turn` and `--concurrent-calls` give, checked.
+    """The `Agent` options that `--calls-per-turn`, `--concurrent-calls` and `--output` give,
+    checked.
 
     They and `--repeats` are checked here, before an `--mcp` server starts or the
     model loads, and refused in the command's own words.
@@ -102,7 +106,34 @@ def loop_options(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.repeats is not None and args.repeats < 0:
         raise Failure(f"--repeats must be 0 or more, got {args.repeats}", 2)
-    return {"calls_per_turn": calls, "concurrent_calls": args.concurrent_calls}
+    options: dict[str, Any] = {"calls_per_turn": calls, "concurrent_calls": args.concurrent_calls}
+    if args.output is not None:
+        options["output"] = args.output
+    return options
+
+
+_TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+def _output(value: str) -> type | dict[str, Any]:
+    """`--output`: a type's name, a JSON Schema, or `@FILE` holding one."""
+    if value in _TYPES:
+        return _TYPES[value]
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {value[1:]!r}: {exc.strerror or exc}") from None
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        schema = None
+    if not isinstance(schema, dict):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is none of {', '.join(_TYPES)}, a JSON Schema object or @FILE holding one"
+        )
+    return schema
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrent-calls",
         action="store_true",
         help="run the calls of a turn at once (with --calls-per-turn 2 or more)",
+    )
+    a.add_argument(
+        "--output",
+        type=_output,
+        metavar="TYPE",
+        help="the answer's type: str (the default), int, float, bool, a JSON Schema "
+        '(\'{"type": "array", ...}\') or @FILE holding one; the final is then that value\'s JSON',
     )
     lim = common.add_argument_group("limits")
     d = Limits()
