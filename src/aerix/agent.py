@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Never
 
 from ._answer import Answer, answer_of
@@ -303,7 +303,7 @@ class Agent:
                 continue  # `on_final` asked for another turn
             calls = tuple([Call(id=self._new_id(), tool=c.tool, input=c.input) for c in turn.calls])
             # The event's own copies of the inputs: a consumer that changes them changes no call.
-            shown = tuple([replace(c, input=json_copy(c.input)) for c in calls])
+            shown = tuple([Call(id=c.id, tool=c.tool, input=json_copy(c.input)) for c in calls])
             yield TurnEvent(turn=run.generation, calls=shown, thought=turn.thought)
             results: list[tuple[str, str, str]] = []
             run.seen.repeated = False

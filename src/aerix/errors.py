@@ -56,10 +56,8 @@ def describe(exc: BaseException) -> str:
 
     Never raises, even for an exception whose `str()` does.
     """
-    try:
-        text = str(exc)
-    except Exception:
-        text = "(its message cannot be printed)"
+    text = _said(exc)
+    text = "(its message cannot be printed)" if text is None else text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -69,10 +67,15 @@ def message_of(exc: BaseException) -> str:
     (`raise TimeoutError()`), or a `KeyError`'s, which is only the missing key (`KeyError:
     'city'`). Never raises, even for an exception whose `str()` does.
     """
-    try:
-        text = str(exc)
-    except Exception:
-        text = ""
+    text = _said(exc)
     if not text:
         return type(exc).__name__
     return f"{type(exc).__name__}: {text}" if isinstance(exc, KeyError) else text
+
+
+def _said(exc: BaseException) -> str | None:
+    """`str(exc)`, or `None` where that raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return None

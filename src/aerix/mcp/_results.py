@@ -36,9 +36,7 @@ def result_value(result: types.CallToolResult) -> Any:
     if result.is_error:
         detail = "\n".join(texts) or _structured(result) or "the tool reported an error and said nothing more"
         raise MCPToolError(detail)
-    if any(texts):
-        return "\n".join(texts)
-    if result.structured_content is not None:  # no text, or only empty text blocks
+    if result.structured_content is not None and not any(texts):  # no text, or only empty texts
         return result.structured_content
     if texts:
         return "\n".join(texts)
