@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
+import pickle
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -319,11 +321,24 @@ async def test_on_final_continue_is_bounded_by_turns() -> None:
         ({"before_call": lambda c: 1 / 0}, "hook before_call raised ZeroDivisionError"),
         ({"before_call": lambda c: {"deny": 3}}, "deny reason must be a string"),
         ({"before_call": lambda c: {"input": [1]}}, "replacement input must be a dict"),
+        (
+            {"before_call": lambda c: {"input": {"city": {"Lisbon"}}}},
+            "replacement input must be JSON, but input.city is {'Lisbon'}, a set",
+        ),
+        (
+            {"before_call": lambda c: {"input": {"n": [1, float("nan")]}}},
+            "replacement input must be JSON, but input.n[1] is nan, which JSON has no value for",
+        ),
+        (
+            {"before_call": lambda c: {"input": {1: 2, "city": "Lisbon"}}},
+            "replacement input must be JSON, but input has the key 1, which is not a string",
+        ),
         ({"before_call": lambda c: {"allow": True}}, "hook before_call returned"),
         ({"before_call": lambda c: "deny"}, "hook before_call returned 'deny'"),
         ({"after_call": lambda c, r: {"result": 3}}, "replacement result must be a string"),
         ({"after_call": lambda c, r: r}, "hook after_call returned"),
         ({"on_final": lambda t: {"continue": None}}, "continue text must be a string"),
+        ({"on_final": lambda t: {"continue": " "}}, "hook on_final: the continue text is empty (' ')"),
         ({"on_final": lambda t: {"stop": 1}}, "hook on_final returned"),
     ],
 )
@@ -336,6 +351,16 @@ async def test_a_hook_that_raises_or_returns_junk_ends_with_error(
     assert message in events[-1].message
     assert sum(e.type in ("final", "end") for e in events) == 1
     assert not agent.busy
+
+
+async def test_a_replacement_input_reads_as_json_and_stays_the_hooks_own() -> None:
+    given = {"city": "Lisbon", "days": (1, 2)}  # a tuple reads as an array, as json.dumps writes it
+    agent, _ = agent_with(call(), final(), hooks={"before_call": lambda c: {"input": given}})
+    events = await events_of(agent)
+    (ev,) = [e for e in events if e.type == "call"]
+    assert ev.input == {"city": "Lisbon", "days": [1, 2]} and json.loads(json.dumps(ev.to_dict()))
+    given["city"] = "Porto"  # what the hook does with its dict afterwards changes no event
+    assert ev.input["city"] == "Lisbon"
 
 
 async def test_async_hook_that_raises() -> None:
@@ -424,6 +449,7 @@ async def test_retries_zero() -> None:
     agent, _ = agent_with("x", final(), limits={"retries": 0})
     events = await events_of(agent)
     assert types(events) == ["text", "usage", "end"] and events[-1].reason == "retries"
+    assert events[-1].message.startswith("a bad turn (limits.retries=0): not JSON")
 
 
 async def test_retries_count_per_turn() -> None:
@@ -514,9 +540,17 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         yield Delta(done=True, finish="stop", usage=Usage(prompt_tokens=1, completion_tokens=1))
         yield Delta(done=True, finish="stop")
 
+    async def coroutine(messages: Any, opts: Any = None) -> Any:  # a stream returned, not yielded
+        return double(messages, opts)
+
+    async def strings(messages: Any, opts: Any = None) -> Any:
+        yield final()
+
     for chat, message in [
         (raises, "down"),
-        (lambda m, o=None: 42, "requires an object with __aiter__ method, got int"),
+        (lambda m, o=None: 42, "the model's chat returned int, not an async iterator of Delta"),
+        (coroutine, "the model's chat is a coroutine function; it must return an async iterator of Delta"),
+        (strings, "the model's stream yielded a str, not a Delta (aerix.model.Delta)"),
         (double, "after its done delta"),
     ]:
         events = await events_of(Agent(model=RawModel(chat)))
@@ -546,8 +580,13 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         ({"hooks": 3}, "hooks must be a Hooks or a dict"),
         ({"generation": {"max_tokens": 5}}, "generation.max_tokens is set by the loop"),
         ({"generation": {"constraint": {}}}, "generation.constraint is set by the loop"),
-        ({"generation": {"temperature": "hot"}}, "generation.temperature must be a non-negative number"),
-        ({"generation": {"top_k": 2.5}}, "generation.top_k must be an integer"),
+        ({"generation": {"temperature": "hot"}}, "generation.temperature must be a number in [0.0, 100.0]"),
+        ({"generation": {"temperature": float("nan")}}, "generation.temperature must be a number in [0.0"),
+        ({"generation": {"top_k": 2.5}}, "generation.top_k must be an integer in [0, "),
+        ({"generation": {"top_k": -1}}, "generation.top_k must be an integer in [0, 2147483648], got -1"),
+        ({"generation": {"top_p": 2}}, "generation.top_p must be a number in [0.0, 1.0], got 2"),
+        ({"generation": {"min_p": 5}}, "generation.min_p must be a number in [0.0, 1.0], got 5"),
+        ({"generation": {"seed": 2**70}}, "generation.seed must be an integer in ["),
         ({"generation": {"stop": "x"}}, "generation.stop must be a list"),
         ({"generation": {"topp": 1}}, "unknown generation option 'topp'"),
         ({"constrain": "yes"}, "constrain must be True or False"),
@@ -730,6 +769,13 @@ async def test_an_answer_prints_short_and_keeps_its_equality() -> None:
     short, _ = agent_with(final("391"))
     assert repr(await short.ask("q")) == "Answer(text='391', events=<3 events: text, usage, final>)"
     assert repr(Answer(text="", events=())) == "Answer(text='', events=<0 events>)"
+    # `Answer(text, events)`, as SPEC writes it: positional, and in a `match` too
+    assert Answer("x" * 200, answer.events) == answer
+    match answer:
+        case Answer(text, events) if events[-1].type == "final":
+            assert (text, events) == ("x" * 200, answer.events)
+        case _:
+            pytest.fail("Answer(text, events) does not match")
 
 
 # -- tool_choice --------------------------------------------------------------------------------
@@ -825,6 +871,12 @@ async def test_ask_returns_the_answer_or_raises_end() -> None:
         await agent.ask("q2")
     assert info.value.kind == "end" and info.value.reason == "retries"
     assert info.value.events[-1].type == "end"
+    # it crosses process boundaries (pickle) and copies whole, as an exception should
+    info.value.note = "kept"  # type: ignore[attr-defined]
+    for again in (pickle.loads(pickle.dumps(info.value)), copy.copy(info.value), copy.deepcopy(info.value)):
+        assert isinstance(again, AerixError) and str(again) == str(info.value)
+        assert (again.kind, again.message, again.reason) == ("end", info.value.message, "retries")
+        assert again.events == info.value.events and again.note == "kept"  # type: ignore[attr-defined]
 
 
 async def test_one_run_at_a_time() -> None:
@@ -934,6 +986,22 @@ async def test_abort_during_a_generation_stops_it() -> None:
     assert events[-1] == EndEvent(reason="abort", message="aborted")
     assert model.calls[0].opts["signal"].aborted
     assert agent.messages == () and not agent.busy
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        (TimeoutError("too slow"), "too slow"),
+        (TimeoutError(), "TimeoutError"),
+        ("", "aborted"),
+        (3, "aborted"),
+    ],
+)
+async def test_an_abort_reason_that_is_an_exception_gives_its_message(reason: object, message: str) -> None:
+    agent, _ = agent_with(final())
+    controller = AbortController()
+    controller.abort(reason)
+    assert await events_of(agent, signal=controller.signal) == [EndEvent(reason="abort", message=message)]
 
 
 async def test_abort_before_the_run_starts() -> None:

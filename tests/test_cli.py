@@ -900,6 +900,11 @@ def test_two_mcp_servers_with_prefixes_beside_a_demo_tool_in_chat(
     ("argv", "code", "message"),
     [
         (["--mcp", ""], 2, "--mcp: give a command line ('python server.py', or server.py) or a URL"),
+        (
+            ["--mcp", "kit= "],
+            2,
+            "--mcp: give a command line ('python server.py', or server.py) or a URL after the prefix kit=",
+        ),
         (["--mcp", "'unclosed"], 2, '--mcp: cannot read "\'unclosed" as a command line'),
         (
             ["--mcp", "aerix-no-such-server --x"],

@@ -143,6 +143,34 @@ def test_typed_outputs_of_every_kind_become_plain_json(output: object, plain: ob
     assert FinalEvent(text=text, output=output).to_dict()["output"] == plain
 
 
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    ("output", "plain"),
+    [(Level.HIGH, 2), (Colour.RED, "red"), ([Level.LOW], [1]), ({"c": Colour.RED}, {"c": "red"})],
+)
+def test_int_and_str_enum_members_become_their_plain_values(output: object, plain: object) -> None:
+    # An IntEnum member is an int and a StrEnum member a str, but not plain JSON: its values are.
+    out = FinalEvent(text=json.dumps(plain), output=output).to_dict()["output"]
+    assert out == plain and _exactly_plain(out), out
+
+
+def _exactly_plain(value: object) -> bool:
+    """Whether `value` is made of JSON's own Python types only (no subclass of them)."""
+    if isinstance(value, list):
+        return all(_exactly_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(type(k) is str and _exactly_plain(v) for k, v in value.items())
+    return type(value) in (str, int, float, bool, type(None))
+
+
 def test_a_pydantic_output_is_dumped_as_json() -> None:
     pydantic = pytest.importorskip("pydantic")
 
@@ -152,3 +180,14 @@ def test_a_pydantic_output_is_dumped_as_json() -> None:
 
     ev = FinalEvent(text='{"city": "Porto", "days": 3}', output=Trip(city="Porto", days=3))
     assert ev.to_dict()["output"] == {"city": "Porto", "days": 3}
+
+
+def test_a_pydantic_output_is_dumped_by_its_aliases_as_its_schema_and_text_are() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        first_name: str = pydantic.Field(alias="firstName")
+
+    ev = FinalEvent(text='{"firstName": "Ann"}', output=Person(firstName="Ann"))
+    assert ev.to_dict()["output"] == {"firstName": "Ann"}
+    assert Person.model_validate(ev.to_dict()["output"]) == ev.output

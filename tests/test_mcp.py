@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
 import socket
@@ -34,6 +35,7 @@ from aerix.tools import NAME_PATTERN, Tool, run_tool
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 KIT = str(SERVERS / "kit.py")
+LISTED = str(SERVERS / "listed.py")
 SILENT = str(SERVERS / "silent.py")
 KIT_TOOLS = ["add", "order", "fail", "hang", "crash", "stats", "picture", "get_weather_v2"]
 
@@ -213,6 +215,26 @@ async def test_two_tools_that_map_to_one_name_are_refused_naming_both() -> None:
         tools = by_name(server)
         assert await call(tools["get_data"], {}) == ("one", False)
         assert await call(tools["get_data_2"], {}) == ("two", False)
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [("bad", "tool 'bad': unsupported"), ("Bad-One", "tool 'Bad-One' (aerix name 'bad_one'): unsupported")],
+)
+async def test_a_tool_whose_schema_aerix_cannot_take_is_named_once(name: str, said: str) -> None:
+    schema = {"type": "object", "properties": {"x": {"not": {"type": "string"}}}}
+    listed = json.dumps(
+        [{"name": "good", "inputSchema": {"type": "object"}}, {"name": name, "inputSchema": schema}]
+    )
+    with pytest.raises(AerixError) as caught:
+        async with MCPServer.stdio(sys.executable, [LISTED, listed]):
+            pass
+    message = caught.value.message
+    assert f"{said} JSON Schema keyword 'not' at schema.properties.x.not;" in message
+    assert message.count(f"'{name}'") == 2, message  # once in the cause, once in the way out
+    assert message.endswith(f"leave it out with names={{{name!r}: None}}")
+    async with MCPServer.stdio(sys.executable, [LISTED, listed], names={name: None}) as server:
+        assert await call(by_name(server)["good"], {}) == ("ok {}", False)
 
 
 async def test_names_must_name_the_servers_tools() -> None:

@@ -471,6 +471,64 @@ async def test_cancel_while_the_consumer_awaits_between_events() -> None:
     assert not agent.busy
 
 
+@pytest.mark.parametrize("awaited", [True, False])
+async def test_a_consumer_cancelled_in_its_own_code_frees_the_agent_at_once(awaited: bool) -> None:
+    """SPEC 2: cancelling the consumer's task frees the agent, also where the task is
+    cancelled in its own code with the run held open (not closed with `aclosing`): the run
+    waits at the event it handed over, and nothing else would resume it."""
+    agent = Agent(model=ScriptedModel([CALL, '{"final":"a"}', '{"final":"b"}']), tools=[echo])
+    runs: list[Any] = []
+    handed = asyncio.Event()
+
+    async def consume() -> None:
+        runs.append(run := agent.run("one"))  # held: never closed by the consumer
+        async for ev in run:
+            if ev.type == "result":
+                handed.set()
+                await asyncio.Event().wait()  # the consumer's own work
+
+    task = asyncio.create_task(consume())
+    await handed.wait()
+    task.cancel()
+    if awaited:
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:  # not even awaited: the agent is free as soon as the task is done
+        while not task.done():
+            await asyncio.sleep(0)
+    assert not agent.busy
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user"]  # the turn was complete
+    assert (await agent.ask("two")).text == "a"
+    # the old run, resumed by another task after all, ends there and leaves the new state alone
+    rest = [ev async for ev in runs[0]]
+    assert rest == [EndEvent(reason="abort", message="the task that consumed the run was cancelled")]
+    assert not agent.busy and len(agent.messages) == 5
+
+
+async def test_a_consumer_cancelled_with_the_agent_asked_at_once_is_not_busy() -> None:
+    """The agent is free the moment the cancelled task is done, before its callbacks run."""
+    agent = Agent(model=ScriptedModel([CALL, '{"final":"a"}']), tools=[echo])
+    run = agent.run("one")
+    task = asyncio.ensure_future(anext(run))  # the consumer's task, which ends with an event
+    await task
+    other = asyncio.create_task(asyncio.sleep(3600))
+    other.cancel()  # a later consumer, cancelled while it holds the next event
+    with contextlib.suppress(asyncio.CancelledError):
+        await other
+
+    async def holds_one() -> None:
+        await anext(run)
+        await asyncio.sleep(3600)
+
+    third = asyncio.create_task(holds_one())
+    await asyncio.sleep(0.01)
+    assert agent.busy  # the consumer holds an event: the run is under way
+    third.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await third
+    assert (await agent.ask("two")).text == "a"
+
+
 # -- fault injection: ScriptedModel steps ---------------------------------------
 
 CALL = '{"calls":[{"tool":"echo","input":{"text":"hi"}}]}'
@@ -640,15 +698,15 @@ async def _stop_iteration(m: Any, o: Any) -> Any:
 
 RAW_FAULTS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "chat-raises-synchronously": (_sync_raise, "chat refused synchronously"),
-    "chat-returns-none": (lambda m, o: None, "requires an object with __aiter__ method, got NoneType"),
-    "chat-returns-an-int": (lambda m, o: 5, "requires an object with __aiter__ method, got int"),
+    "chat-returns-none": (lambda m, o: None, "chat returned NoneType, not an async iterator of Delta"),
+    "chat-returns-an-int": (lambda m, o: 5, "chat returned int, not an async iterator of Delta"),
     "chat-returns-a-sync-list": (
         lambda m, o: [TEXT, TEXT2, DONE],
-        "requires an object with __aiter__ method, got list",
+        "chat returned list, not an async iterator of Delta",
     ),
     "chat-returns-a-coroutine": (
         lambda m, o: _coroutine_chat(m, o),
-        "requires an object with __aiter__ method, got coroutine",
+        "chat is a coroutine function; it must return an async iterator of Delta",
     ),
     "raise-before-first-delta": (lambda m, o: _stream(TEXT, DONE, raise_at=0), "engine broke"),
     "raise-after-1-delta": (lambda m, o: _stream(TEXT, TEXT2, DONE, raise_at=1), "engine broke"),
@@ -658,9 +716,9 @@ RAW_FAULTS: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "empty-stream": (lambda m, o: _EmptyIterator(), "without its done delta"),
     "done-doubled": (lambda m, o: _stream(TEXT, TEXT2, DONE, DONE), "after its done delta"),
     "text-after-done": (lambda m, o: _stream(TEXT, DONE, TEXT2), "after its done delta"),
-    "delta-is-a-dict": (lambda m, o: _stream({"text": "x"}, DONE), "'dict' object has no attribute 'text'"),
-    "delta-is-a-str": (lambda m, o: _stream("x", DONE), "'str' object has no attribute 'text'"),
-    "delta-is-none": (lambda m, o: _stream(None, DONE), "'NoneType' object has no attribute 'text'"),
+    "delta-is-a-dict": (lambda m, o: _stream({"text": "x"}, DONE), "stream yielded a dict, not a Delta"),
+    "delta-is-a-str": (lambda m, o: _stream("x", DONE), "stream yielded a str, not a Delta"),
+    "delta-is-none": (lambda m, o: _stream(None, DONE), "stream yielded None, not a Delta"),
     "usage-is-a-dict": (
         lambda m, o: _stream(TEXT, TEXT2, Delta(done=True, usage={"prompt_tokens": 1})),  # type: ignore[arg-type]
         "'dict' object has no attribute 'prompt_tokens'",
@@ -1367,18 +1425,19 @@ def _load_soak() -> Any:
 
 
 async def test_small_soak_leaks_nothing() -> None:
-    """200 runs on one agent and 100 concurrent agents (the soak bench, scaled down)."""
+    """400 runs on one agent and 100 concurrent agents (the soak bench, scaled down)."""
     soak = _load_soak()
-    figures = await soak.soak(runs=200, agents=100, rounds=3, checkpoint_every=50)
-    assert figures["runs"] == 200 and figures["outcomes_ok"]
+    figures = await soak.soak(runs=400, agents=100, rounds=3, checkpoint_every=100)
+    assert figures["runs"] == 400 and figures["outcomes_ok"]
     assert figures["tasks_after"] == figures["tasks_before"]
     assert figures["threads_after"] <= figures["threads_before"] + figures["pool_max"]
     # nothing outlives its run: one live agent (the soaked one), no live run, then none at all
     assert all(c["generators"] == 0 for c in figures["checkpoints"] + figures["concurrent"])
     assert all(c["agents"] == 1 for c in figures["checkpoints"][1:])
     assert all(c["agents"] == 0 for c in figures["concurrent"][1:])
-    # memory is flat once warm (a generous bound: a leak of one object per run would pass it)
+    # memory is flat once warm (a generous bound: a leak of one object per run would pass it);
+    # the heap still settles over the first 200 runs (interpreter caches), by a few KiB
     traced = [c["traced_kib"] for c in figures["checkpoints"]]
-    assert traced[-1] - traced[1] < 16, traced
+    assert traced[-1] - traced[2] < 16, traced
     rounds = [c["traced_kib"] for c in figures["concurrent"][1:]]
     assert rounds[-1] - rounds[0] < 256, rounds

@@ -55,6 +55,12 @@ def test_a_delta_whose_text_is_not_a_string_is_refused(text: object) -> None:
         Reply().take(Delta(text=text))  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("value", "said"), [('{"final":"x"}', "a str"), (7, "an int"), (None, "None")])
+def test_a_stream_item_that_is_not_a_delta_is_refused(value: object, said: str) -> None:
+    with pytest.raises(TypeError, match=f"the model's stream yielded {said}, not a Delta"):
+        Reply().take(value)  # type: ignore[arg-type]
+
+
 def test_a_stream_must_end_with_its_done_delta_unless_it_was_aborted() -> None:
     reply = Reply()
     play(reply, Delta(text='{"final":"x"}'))

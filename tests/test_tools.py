@@ -87,10 +87,11 @@ def test_decorator_keeps_rest_style_descriptions_word_for_word() -> None:
         ("def f(*args: int) -> str: ...", "plain named parameter"),
         ("def f(x: Literal['a', 1]) -> str: ...", "Literal values must all be of one type"),
         ("def Bad(x: int) -> str: ...", "bad tool name 'Bad'"),
+        ("def f(cx, ctx: ToolContext) -> str: ...", "parameters 'cx' and 'ctx' both take the context"),
     ],
 )
 def test_decorator_refuses_what_it_cannot_map(source: str, message: str) -> None:
-    scope: dict[str, object] = {"Literal": Literal}
+    scope: dict[str, object] = {"Literal": Literal, "ToolContext": ToolContext}
     exec(source, scope)
     fn = next(v for k, v in scope.items() if k in ("f", "Bad"))
     with pytest.raises(AerixError) as info:
@@ -167,6 +168,48 @@ def test_tool_is_frozen() -> None:
         weather.name = "x"  # type: ignore[misc]
     with pytest.raises(TypeError):
         weather.input["x"] = Field("string")  # type: ignore[index]
+    # frozen, so hashable: a set member or a dict key, equal tools hashing alike
+    assert {weather, convert, weather} == {weather, convert} and {weather: 1}[weather] == 1
+    assert hash(dataclasses.replace(weather)) == hash(weather)
+
+
+class Stay(pydantic.BaseModel):
+    nights: int
+
+
+def book_stay(stay: Stay) -> str:
+    """Book a stay."""
+    return str(stay.nights)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: tool(
+            name="t", description="T.", input={"a": Field("integer", required=True)}, run=lambda i: ""
+        ),
+        lambda: tool(
+            name="t",
+            description="T.",
+            schema={"type": "object", "properties": {"a": {"type": "integer"}}},
+            run=lambda i: "",
+        ),
+        lambda: tool(book_stay),
+    ],
+    ids=["input", "schema", "annotations"],
+)
+def test_changing_a_tools_schema_afterwards_changes_nothing_it_does(make: Any) -> None:
+    # `Tool.schema` is the caller's to read; what the model is told, what it is made to write
+    # and what the input check takes all come from the tool's own copy, so they never drift apart.
+    from aerix.turn import render_tool, turn_schema
+
+    t = make()
+    before = (render_tool(t), turn_schema([t]), t.schema)
+    t.schema.clear()
+    t.schema["type"] = "string"
+    assert (render_tool(t), turn_schema([t])) == before[:2]
+    good = {"stay": {"nights": 2}} if t.name == "book_stay" else {"a": 2}
+    assert check_input(t, good) is None and check_input(t, "x") is not None
 
 
 @pytest.mark.parametrize(

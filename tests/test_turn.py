@@ -11,6 +11,7 @@ import pytest
 from _tools import TOOL_SETS, clock, convert, weather
 from aerix import Field, Tool, tool
 from aerix._schema import check_decodable
+from aerix.tools import check_input
 from aerix.turn import (
     DECODED_CALLS,
     FRACTION_DIGITS,
@@ -220,6 +221,28 @@ def test_parse_refuses_bad_turns(text: str, reason: str) -> None:
     assert reason in turn.reason
 
 
+@pytest.mark.parametrize(
+    ("tools", "tool_choice", "expected"),
+    [
+        ([weather], "auto", 'expected {"calls":[...]} or {"final":"..."}'),
+        ([weather], "none", 'expected {"final":"..."}'),
+        ([], "auto", 'expected {"final":"..."}'),
+        ([weather], "required", 'expected {"calls":[...]}'),
+        ([weather, clock], "clock", 'expected {"calls":[...]}'),
+        ([weather], "auto", 'expected {"calls":[...]} or {"final":<a value of the answer type>}'),
+        ([weather], "none", 'expected {"final":<a value of the answer type>}'),
+    ],
+)
+def test_a_bad_turn_names_only_the_shapes_it_may_take(
+    tools: list[Tool], tool_choice: str, expected: str
+) -> None:
+    typed = "answer type" in expected
+    for text in ("junk", "[1]", "{}"):
+        turn = parse_turn(text, tools, tool_choice, typed=typed)
+        assert isinstance(turn, BadTurn)
+        assert turn.reason.endswith("; " + expected), turn.reason
+
+
 def test_parse_keeps_at_most_eight_calls_and_cuts_the_thought() -> None:
     calls = ",".join(['{"tool":"clock","input":{}}'] * 11)
     turn = parse_turn('{"thought":"' + "x" * 700 + '","calls":[' + calls + "]}", [clock])
@@ -231,7 +254,10 @@ def test_parse_keeps_at_most_eight_calls_and_cuts_the_thought() -> None:
 def test_parse_honours_tool_choice() -> None:
     assert isinstance(parse_turn('{"final":"x"}', [weather], "required"), BadTurn)
     assert isinstance(parse_turn(CALL, [weather], "none"), BadTurn)
-    assert isinstance(parse_turn(CALL, [weather, clock], "clock"), BadTurn)
+    assert parse_turn(CALL, [weather, clock], "clock") == BadTurn(
+        reason='call 1: this turn must call clock, not "weather"'
+    )
+    assert "unknown tool" in str(parse_turn(CALL.replace("weather", "nope"), [weather, clock], "clock"))
     assert isinstance(parse_turn(CALL, [weather, clock], "weather"), Turn)
     assert isinstance(parse_turn(CALL, [], "auto"), BadTurn)
 
@@ -483,6 +509,31 @@ def test_a_schema_tool_without_properties_has_no_input() -> None:
     for schema in ({"type": "object"}, {"type": "object", "properties": {}}):
         t = tool(name="t", description="T.", schema=schema, run=lambda i: "")
         assert render_tool(t) == "- t: T.\n  input: none"
+
+
+def test_boolean_sub_schemas_render_decode_and_check() -> None:
+    # `true` (any value) and `false` (no value) are JSON Schemas too, as MCP servers write them.
+    schema = {
+        "type": "object",
+        "properties": {"a": True, "b": False, "c": {"type": "object", "properties": {"d": True}}},
+        "$defs": {"any": True},
+        "required": ["a"],
+    }
+    schema["properties"]["e"] = {"$ref": "#/$defs/any"}
+    t = tool(name="t", description="T.", schema=schema, run=lambda i: "")
+    assert render_tool(t).splitlines()[2:] == [
+        "  - a (any JSON value; required)",
+        "  - b (no value: leave it out; optional)",
+        "  - c (object; optional)",
+        "    - d (any JSON value; optional)",
+        "  - e (any JSON value; optional)",
+    ]
+    decoded = input_schema(t)
+    assert decoded["properties"]["a"] is True and decoded["properties"]["b"] is False
+    assert decoded["properties"]["c"]["properties"] == {"d": True}
+    check_decodable(turn_schema([t]), where="t")
+    assert check_input(t, {"a": [1, {"x": None}], "c": {"d": "z"}}) is None
+    assert "input.b" in str(check_input(t, {"a": 1, "b": 2}))
 
 
 # -- typed answers and several calls (SPEC 9.2, 9.3) ---------------------------------------------

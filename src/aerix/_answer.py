@@ -11,7 +11,7 @@ from .events import _TEXT, AgentEvent, EndEvent, FinalEvent, _short, _tally, _ty
 __all__ = ["Answer", "answer_of"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Answer:
     """What `ask` returns: the final's text, its value, and every event of the run."""
 

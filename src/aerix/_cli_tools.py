@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Refused", "check_unique", "mcp_server", "pick_tools"]
 
-_PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_]*)=(?P<rest>.+)$", re.DOTALL)
+_PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_]*)=(?P<rest>.*)$", re.DOTALL)
 _OWN = "for your own tools give MODULE:FUNCTION, MODULE:* or path/to/file.py"
 
 
@@ -186,7 +186,8 @@ def mcp_server(value: str) -> MCPServer:
         except ValueError as exc:
             raise Refused(f"--mcp: cannot read {value!r} as a command line: {exc}") from None
         if not words:
-            raise Refused("--mcp: give a command line ('python server.py', or server.py) or a URL")
+            after = f" after the prefix {prefix}=" if prefix is not None else ""
+            raise Refused(f"--mcp: give a command line ('python server.py', or server.py) or a URL{after}")
         command, args = words[0], words[1:]
         if command.endswith(".py"):  # a Python server script: run it with this Python
             command, args = sys.executable, [words[0], *args]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from .abort import AbortSignal
+from .errors import message_of
 from .events import EndEvent
 
-__all__ = ["Aborted", "Guard", "aborted"]
+__all__ = ["Aborted", "Consumer", "Guard", "aborted"]
 
 
 class Aborted(Exception):
@@ -67,7 +69,50 @@ class Guard:
             self._fired = None
 
 
+class Consumer:
+    """The task that a run's consumer iterates it in, watched while the consumer has an event.
+
+    A run waits at each event for its consumer to ask for the next one. If the consumer's
+    task is cancelled there, in its own code, nothing resumes the run: its generator is
+    closed only when it is collected, and until then the agent would stay busy. So while
+    the consumer has an event, the run watches that task, and frees itself as soon as the
+    task ends cancelled (`abandoned` says so before the callback has had its turn).
+    """
+
+    __slots__ = ("_free", "_task")
+
+    def __init__(self, free: Callable[[], None]) -> None:
+        self._free = free
+        self._task: asyncio.Task[Any] | None = None
+
+    def hand(self) -> None:
+        """The consumer is about to get an event: watch the task it runs in."""
+        task = asyncio.current_task()
+        if task is not self._task:
+            self.drop()
+            if task is not None:
+                task.add_done_callback(self._done)
+            self._task = task
+
+    def abandoned(self) -> bool:
+        """Whether the consumer's task ended cancelled while it had an event."""
+        return self._task is not None and self._task.cancelled()
+
+    def drop(self) -> None:
+        """Stop watching (the run is ending, or moved to another task)."""
+        if self._task is not None:
+            self._task.remove_done_callback(self._done)
+            self._task = None
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self._free()
+
+
 def aborted(signal: AbortSignal) -> EndEvent:
-    """The ending of an aborted run: its message is the abort's reason, if that is a string."""
+    """The ending of an aborted run: its message is the abort's reason, a string or an
+    exception's message (`abort(TimeoutError("too slow"))`), else `"aborted"`."""
     reason = signal.reason
-    return EndEvent(reason="abort", message=reason if isinstance(reason, str) else "aborted")
+    if isinstance(reason, BaseException):
+        reason = message_of(reason)
+    return EndEvent(reason="abort", message=reason if isinstance(reason, str) and reason else "aborted")

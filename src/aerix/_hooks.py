@@ -17,6 +17,7 @@ from .abort import AbortSignal
 from .errors import describe
 from .events import Call
 from .options import HookError, Hooks, check_after_call, check_before_call, check_on_final
+from .tools import json_copy
 
 __all__ = ["after_call", "before_call", "on_final"]
 
@@ -33,7 +34,7 @@ async def before_call(hooks: Hooks, call: Call) -> tuple[Call, str | None]:
         if (problem := unencodable(value)) is not None:
             raise HookError(f"hook before_call: the deny reason{problem}")
         return call, f"refused: {value}"
-    return replace(call, input=value), None
+    return replace(call, input=json_copy(value)), None  # the hook's own dict stays the hook's
 
 
 async def after_call(hooks: Hooks, call: Call, text: str) -> str:

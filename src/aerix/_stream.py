@@ -14,6 +14,8 @@ from .model import Delta, FinishReason
 
 __all__ = ["Reply"]
 
+_NO_TEXT = object()
+
 
 class Reply:
     """The deltas of one generation so far: their text and the done delta."""
@@ -31,11 +33,13 @@ class Reply:
 
         Raises:
             RuntimeError: The delta came after the done delta.
-            TypeError: Its text is not a `str`.
+            TypeError: It is not a `Delta`, or its text is not a `str`.
         """
         if self._done is not None:
             raise RuntimeError("the model sent a delta after its done delta")
-        text = delta.text
+        text = getattr(delta, "text", _NO_TEXT)  # a Delta, or an object that reads as one
+        if text is _NO_TEXT:
+            raise TypeError(f"the model's stream yielded {_kind(delta)}, not a Delta (aerix.model.Delta)")
         if not isinstance(text, str):
             raise TypeError(f"the model sent a delta whose text is {type(text).__name__}")
         if text:
@@ -79,3 +83,11 @@ class Reply:
             completion_tokens=u.completion_tokens if u else 0,
             cached_tokens=u.cached_tokens if u else 0,
         )
+
+
+def _kind(value: object) -> str:
+    """`value`'s type as a message names it: `a str`, `an int`, `None`."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"an {name}" if name[0].lower() in "aeiou" else f"a {name}"

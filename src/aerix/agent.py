@@ -11,6 +11,7 @@ consumer and adds the ending, whatever happened.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
@@ -21,7 +22,7 @@ from ._answer import Answer, answer_of
 from ._calls import Calls, Seen
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
-from ._guard import Aborted, Guard, aborted
+from ._guard import Aborted, Consumer, Guard, aborted
 from ._hooks import on_final
 from ._observe import observe
 from ._portal import iterate
@@ -66,6 +67,10 @@ class _Run:
     seen: Seen = field(default_factory=Seen)
     """The calls run so far, for the repeat rule (`Limits.repeats`)."""
     ending: FinalEvent | EndEvent | None = None
+    consumer: Consumer | None = None
+    """The task the run's consumer iterates it in, watched while the consumer has an event."""
+    released: bool = False
+    """The agent is free of the run: it ended, or its consumer's task was cancelled."""
 
 
 class Agent:
@@ -77,7 +82,9 @@ class Agent:
         tools: The tools the model may call; names must be unique.
         limits: A `Limits`, or a dict with its keys.
         generation: Sampling settings (`GenerationOptions` without
-            `max_tokens` and `constraint`, which the loop sets).
+            `max_tokens` and `constraint`, which the loop sets), checked here
+            against the bounds every engine takes (`top_p` and `min_p` in
+            [0, 1], `top_k` at least 0, ...).
         constrain: Send the turn schema as the constraint of every generation.
             Set `False` for a model without constrained decoding; then only
             parse-and-retry applies.
@@ -181,6 +188,7 @@ class Agent:
     @property
     def busy(self) -> bool:
         """Whether a run is in progress."""
+        self._free_abandoned()
         return self._busy
 
     def reset(self) -> None:
@@ -189,8 +197,12 @@ class Agent:
         Raises:
             AerixError: `kind="busy"` during a run.
         """
-        if self._busy:
-            raise AerixError("busy", "cannot reset the agent during a run; abort it or wait for its end")
+        try:
+            self._check_idle()
+        except AerixError:
+            raise AerixError(
+                "busy", "cannot reset the agent during a run; abort it or wait for its end"
+            ) from None
         self._messages.clear()
         self._next_id = 0
 
@@ -240,7 +252,21 @@ class Agent:
         """`ask` for code without an event loop (or inside one: a notebook)."""
         return answer_of(list(self.run_sync(prompt, signal=signal)))
 
+    def _free_abandoned(self) -> None:
+        """Free the agent of a run whose consumer's task was cancelled while it had an event (the
+        task's callback does it too, but only at the loop's next turn)."""
+        run = self._current
+        if run is not None and run.consumer is not None and run.consumer.abandoned():
+            self._abandon(run)
+
+    def _abandon(self, run: _Run) -> None:
+        """End a run whose consumer is gone: abort what it runs and free the agent. (Should
+        another task resume it after all, it ends there with `abort` and this reason.)"""
+        run.controller.abort("the task that consumed the run was cancelled")
+        self._release(run)
+
     def _check_idle(self) -> None:
+        self._free_abandoned()
         if self._busy:
             raise AerixError("busy", "the agent is already running; one run at a time per agent")
 
@@ -248,18 +274,23 @@ class Agent:
         """A run as its consumer sees it: the events of `_play`, then exactly one ending."""
         run = self._start(prompt, user_signal)
         guard = run.guard
+        consumer = run.consumer = Consumer(lambda: self._abandon(run))
         try:
             try:
                 async with aclosing(self._play(run)) as play:
                     if guard is None:
                         async for ev in play:
+                            consumer.hand()  # a consumer cancelled while it has the event frees the agent
                             yield ev
+                            if run.released:  # so: resumed by another task after all, it ends here
+                                raise Aborted
                     else:
                         guard.arm()
                         async for ev in play:
                             guard.disarm()  # while the consumer has the event, an abort cancels nothing
+                            consumer.hand()
                             yield ev
-                            guard.arm()
+                            guard.arm()  # raises `Aborted` if the run was freed meanwhile
                 assert run.ending is not None, "a run that plays to its end has an ending"
                 ending = run.ending
             except (asyncio.CancelledError, Exception) as exc:
@@ -358,7 +389,18 @@ class Agent:
         opts["signal"] = run.signal
         if self._constrain:
             opts["constraint"] = {"json": self._contract.schema(run.choice, run.short)}
-        return self._model.chat([self._system, *self._messages, *run.pending, *run.retry], opts)
+        stream = self._model.chat([self._system, *self._messages, *run.pending, *run.retry], opts)
+        if not hasattr(stream, "__aiter__"):
+            if inspect.iscoroutine(stream):
+                stream.close()  # never awaited: closed, so Python does not warn of it
+                raise TypeError(
+                    "the model's chat is a coroutine function; it must return an async iterator of Delta "
+                    "(write it as an async generator: `async def chat(...)` that yields)"
+                )
+            raise TypeError(
+                f"the model's chat returned {type(stream).__name__}, not an async iterator of Delta"
+            )
+        return stream
 
     def _retry(self, run: _Run, reason: str) -> RetryEvent | None:
         """A bad or cut turn: the retry to ask for, or `None` (with `run.ending`) when none is left."""
@@ -374,8 +416,11 @@ class Agent:
         if run.failures == limits.retries:
             run.ending = EndEvent(
                 reason="retries",
-                message=f"{run.failures + 1} bad turns in a row "
-                f"(limits.retries={limits.retries}); last: {reason}",
+                message=(
+                    f"{run.failures + 1} bad turns in a row (limits.retries={limits.retries}); last: {reason}"
+                    if run.failures
+                    else f"a bad turn (limits.retries=0): {reason}"
+                ),
             )
             return None
         run.failures += 1
@@ -434,6 +479,9 @@ class Agent:
         return EndEvent(reason="error", message=message_of(exc))
 
     def _release(self, run: _Run) -> None:
+        run.released = True
+        if run.consumer is not None:
+            run.consumer.drop()
         if run.guard is not None:
             run.guard.close()
         run.controller.abort("run ended")  # stops tools or engines still holding the signal

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .events import AgentEvent, EndReason
@@ -44,11 +44,22 @@ class AerixError(Exception):
         self.reason = reason
         self.events = tuple(events)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and copy it whole: its kind, message, reason and events (and any attributes
+        set on it since)."""
+        return (_rebuilt, (self.kind, self.message, self.reason, self.events), self.__dict__)
+
     def __str__(self) -> str:
         return f"[{self.kind}] {self.message}"
 
     def __repr__(self) -> str:
         return f"AerixError(kind={self.kind!r}, message={self.message!r})"
+
+
+def _rebuilt(
+    kind: ErrorKind, message: str, reason: EndReason | None, events: tuple[AgentEvent, ...]
+) -> AerixError:
+    return AerixError(kind, message, reason=reason, events=events)
 
 
 def describe(exc: BaseException) -> str:

@@ -232,15 +232,15 @@ def _plain(value: object) -> Any:
     Args:
         value: An answer converted to its type (`FinalEvent.output`).
     """
+    if isinstance(value, enum.Enum):  # an IntEnum or StrEnum member too, not left an int or str
+        return _plain(value.value)
     if value is None or isinstance(value, str | bool | int | float):
         return value
-    if isinstance(value, enum.Enum):
-        return _plain(value.value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):  # a Pydantic model
-        return dump(mode="json")
+        return dump(mode="json", by_alias=True)  # the keys of its schema, which the model wrote
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):

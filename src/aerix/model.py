@@ -121,7 +121,7 @@ class ToolFit(Protocol):
 
 
 _OPTION_KEYS = frozenset(GenerateOptions.__optional_keys__)
-_NUMBERS: dict[str, tuple[float, float, type]] = {
+NUMBER_BOUNDS: dict[str, tuple[float, float, type]] = {
     "temperature": (0.0, 100.0, float),
     "top_p": (0.0, 1.0, float),
     "top_k": (0, 1 << 31, int),
@@ -144,7 +144,7 @@ def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -
     unknown = sorted(set(o) - _OPTION_KEYS)
     if unknown:
         raise AerixError("options", f"unknown option(s) {unknown}; allowed: {sorted(_OPTION_KEYS)}")
-    for key, (lo, hi, kind) in _NUMBERS.items():
+    for key, (lo, hi, kind) in NUMBER_BOUNDS.items():
         value = o.get(key)
         if value is None:
             continue

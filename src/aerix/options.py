@@ -10,7 +10,7 @@ from typing import Any, Literal, TypeAlias
 
 from .errors import AerixError
 from .events import Call
-from .model import GenerationOptions
+from .model import NUMBER_BOUNDS, GenerationOptions
 
 __all__ = [
     "AfterCall",
@@ -138,14 +138,14 @@ def check_generation(value: Mapping[str, Any] | None) -> GenerationOptions:
     out: dict[str, Any] = {}
     for key, v in value.items():
         if key in ("max_tokens", "constraint", "signal"):
-            hint = "use limits.max_tokens" if key == "max_tokens" else "the loop sets it"
-            raise _bad(f"generation.{key} is set by the loop; {hint}")
-        if key in _FLOATS:
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise _bad(f"generation.{key} must be a non-negative number, got {v!r}")
-        elif key in _INTS:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise _bad(f"generation.{key} must be an integer, got {v!r}")
+            hint = "; use limits.max_tokens" if key == "max_tokens" else " (leave it out)"
+            raise _bad(f"generation.{key} is set by the loop{hint}")
+        if key in _FLOATS or key in _INTS:  # the bounds every engine checks (`aerix.model`)
+            lo, hi, kind = NUMBER_BOUNDS[key]
+            ok = isinstance(v, int if kind is int else int | float) and not isinstance(v, bool)
+            if not ok or not lo <= v <= hi:
+                kind_name = "an integer" if kind is int else "a number"
+                raise _bad(f"generation.{key} must be {kind_name} in [{lo}, {hi}], got {v!r}")
         elif key == "stop":
             if (
                 isinstance(v, str)
@@ -185,7 +185,28 @@ def check_before_call(value: object) -> tuple[Literal["deny", "input"], Any] | N
             raise HookError(f"hook before_call: the deny reason must be a string, got {v!r}")
         if key == "input" and not isinstance(v, dict):
             raise HookError(f"hook before_call: the replacement input must be a dict, got {v!r}")
+        if key == "input" and (problem := _not_json(v, "input")) is not None:
+            raise HookError(f"hook before_call: the replacement input must be JSON, but {problem}")
     return outcome  # type: ignore[return-value]
+
+
+def _not_json(value: object, path: str) -> str | None:
+    """Where `value` is no JSON value (`"input.tags is {1, 2}, a set"`), else `None`. A tuple
+    reads as an array, as `json.dumps` writes it."""
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path} is {value!r}, which JSON has no value for"
+    if isinstance(value, list | tuple):
+        return next((p for i, v in enumerate(value) if (p := _not_json(v, f"{path}[{i}]"))), None)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{path} has the key {k!r}, which is not a string"
+            if (problem := _not_json(v, f"{path}.{k}")) is not None:
+                return problem
+        return None
+    return f"{path} is {value!r}, a {type(value).__name__}"
 
 
 def check_after_call(value: object) -> str | None:
@@ -205,4 +226,8 @@ def check_on_final(value: object) -> str | None:
         return None
     if not isinstance(outcome[1], str):
         raise HookError(f"hook on_final: the continue text must be a string, got {outcome[1]!r}")
+    if not outcome[1] or outcome[1].isspace():  # as a run's prompt may not be
+        raise HookError(
+            f"hook on_final: the continue text is empty ({outcome[1]!r}); give the model a text to go on"
+        )
     return outcome[1]

@@ -74,9 +74,14 @@ class Tool:
     is_async: bool = field(default=False, repr=False)
     """Whether `run` is a coroutine function (awaited) rather than run on a worker thread."""
     decoded: dict[str, Any] | None = field(default=None, repr=False, compare=False)
-    """`schema` as decoded and checked: local `$ref`s inlined (`None`: `schema` itself)."""
+    """`schema` as decoded and checked, local `$ref`s inlined (`None`: `schema` itself): `tool()`
+    keeps this copy of its own, which the system message, the turn schema and the input check
+    all read, so that a change to `schema` after the fact cannot set them apart."""
     validator: Validator | None = field(default=None, repr=False, compare=False)
     """The input check, compiled from `decoded` once (`check_input` compiles it if `None`)."""
+
+    def __hash__(self) -> int:  # frozen, so it may be a set member or a key; equal tools hash alike
+        return hash((self.name, self.description))
 
 
 def _bad(message: str) -> AerixError:
@@ -103,8 +108,9 @@ def _make(
         description=description,
         input=types.MappingProxyType(checked),
         run=run,
-        schema=schema,
+        schema=copy.deepcopy(schema),  # the caller's to read (or change: what aerix uses stays)
         is_async=is_async,
+        decoded=schema,
         validator=compile_validator(schema),
     )
 
@@ -132,7 +138,7 @@ def _from_schema(
         description=description,
         input=types.MappingProxyType(dict(fields) if isinstance(fields, Mapping) else {}),
         run=run,
-        schema=copy.deepcopy(schema) if fields is None else checked,
+        schema=copy.deepcopy(schema if fields is None else checked),  # the caller's, as above
         is_async=is_async,
         decoded=checked,
         validator=compile_validator(checked),
@@ -176,6 +182,11 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
     for p in inspect.signature(fn).parameters.values():
         ann = hints.get(p.name, inspect.Parameter.empty)
         if p.name == "cx" or ann is ToolContext:
+            if cx_param is not None:
+                raise _bad(
+                    f"tool {fn_name!r}: parameters {cx_param!r} and {p.name!r} both take the context "
+                    "(a parameter named cx, or annotated ToolContext); keep one"
+                )
             cx_param = p.name
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
@@ -353,10 +364,11 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 
 
 def json_copy(value: Any) -> Any:
-    """A copy of a JSON value's objects and arrays (its other values cannot change)."""
+    """A copy of a JSON value's objects and arrays (its other values cannot change); a tuple
+    becomes a list, as `json.dumps` writes it."""
     if isinstance(value, dict):
         return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [json_copy(v) for v in value]
     return value
 

@@ -136,6 +136,8 @@ def _notes(schema: Mapping[str, Any]) -> list[str]:
 def _shape(schema: Mapping[str, Any], indent: str) -> tuple[str, list[str], list[str]]:
     """How a value of `schema` reads: its kind (`string`, `array of object`, …), the notes on
     it, and the lines of its sub-fields, indented by `indent`."""
+    if isinstance(schema, bool):  # `true` takes any value, `false` none
+        return ("any JSON value" if schema else "no value: leave it out"), [], []
     kinds = _types(schema)
     notes = _notes(schema)
     lines: list[str] = []
@@ -179,7 +181,7 @@ def _field_lines(name: str, schema: Mapping[str, Any], required: bool, indent: s
     """One field as the system message lists it, then its sub-fields, indented two more."""
     kind, notes, sub = _shape(schema, indent + "  ")
     line = f"{indent}- {name} ({'; '.join([kind, 'required' if required else 'optional', *notes])})"
-    description = schema.get("description")
+    description = schema.get("description") if isinstance(schema, Mapping) else None
     return [f"{line}: {description}" if description else line, *sub]
 
 
@@ -308,17 +310,20 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
     if isinstance(properties, Mapping):
         required = schema.get("required") or ()
         order = [n for n in properties if n in required] + [n for n in properties if n not in required]
-        out["properties"] = {n: decoded_schema(properties[n], bounded=bounded) for n in order}
+        out["properties"] = {n: _decoded(properties[n], bounded) for n in order}
         out.setdefault("additionalProperties", False)
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), Mapping):
             out[key] = decoded_schema(schema[key], bounded=bounded)
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
-            out[key] = [
-                decoded_schema(o, bounded=bounded) if isinstance(o, Mapping) else o for o in schema[key]
-            ]
+            out[key] = [_decoded(o, bounded) for o in schema[key]]
     return out
+
+
+def _decoded(schema: Any, bounded: bool) -> Any:
+    """`decoded_schema` of a sub-schema, which may also be `true` (any value) or `false` (none)."""
+    return decoded_schema(schema, bounded=bounded) if isinstance(schema, Mapping) else schema
 
 
 def _cap(schema: dict[str, Any], low: str, high: str, most: int) -> None:
@@ -454,7 +459,12 @@ class BadTurn:
     reason: str
 
 
-_SHAPES = 'expected {"calls":[...]} or {"final":"..."}'
+def _expected(tool_choice: str, tools: Sequence[Tool], typed: bool) -> str:
+    """The shapes a turn may take under `tool_choice`, as a bad turn's reason names them."""
+    final = '{"final":<a value of the answer type>}' if typed else '{"final":"..."}'
+    if tool_choice == "none" or not tools:
+        return f"expected {final}"
+    return f'expected {{"calls":[...]}} or {final}' if tool_choice == "auto" else 'expected {"calls":[...]}'
 
 
 def parse_turn(
@@ -469,15 +479,16 @@ def parse_turn(
         typed: The answer is typed: a final may be any JSON value (the agent
             checks it against the answer type), not only a string.
     """
+    expected = _expected(tool_choice, tools, typed)
     try:
         obj = json.loads(text, parse_constant=_not_json)
     except (ValueError, RecursionError) as exc:
-        return BadTurn(reason=f"not JSON ({_json_error(exc)}); {_SHAPES}")
+        return BadTurn(reason=f"not JSON ({_json_error(exc)}); {expected}")
     if not isinstance(obj, dict):
-        return BadTurn(reason=f"not a JSON object; {_SHAPES}")
+        return BadTurn(reason=f"not a JSON object; {expected}")
     extra = [k for k in obj if k not in ("calls", "final", "thought")]
     if extra or ("calls" in obj) == ("final" in obj):
-        return BadTurn(reason=f"not one of the two shapes; {_SHAPES}")
+        return BadTurn(reason=f"not one of the two shapes; {expected}")
     thought = obj.get("thought")
     if thought is not None and not isinstance(thought, str):
         return BadTurn(reason='"thought" must be a string')
@@ -511,6 +522,8 @@ def parse_turn(
         if not isinstance(c, dict) or set(c) != {"tool", "input"}:
             return BadTurn(reason=f'call {i} must be {{"tool":"<name>","input":{{...}}}}')
         if not isinstance(c["tool"], str) or c["tool"] not in allowed:
+            if any(c["tool"] == t.name for t in tools):  # a known tool, but tool_choice names another
+                return BadTurn(reason=f"call {i}: this turn must call {tool_choice}, not {_short(c['tool'])}")
             names = ", ".join(sorted(allowed))
             return BadTurn(reason=f"call {i}: unknown tool {_short(c['tool'])} (tools: {names})")
         if not isinstance(c["input"], dict):

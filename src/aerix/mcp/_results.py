@@ -14,7 +14,7 @@ __all__ = ["MCPServerError", "MCPToolError", "leaf", "result_value"]
 class MCPToolError(Exception):
     """The tool answered with an error (`isError`), or the server refused the call.
 
-    Raised from a tool's `run`, it becomes the call's error result: `error: MCPToolError: …`.
+    Raised from a tool's `run`, it becomes the call's error result: `error: <its text>`.
     """
 
 

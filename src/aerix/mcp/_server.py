@@ -323,8 +323,11 @@ class MCPServer:
                     run=self._runner(t.name),
                 )
             except AerixError as exc:
+                name = names[t.name]
+                said = exc.message.removeprefix(f"tool {name!r}: ")  # named once, below
+                label = repr(t.name) if name == t.name else f"{t.name!r} (aerix name {name!r})"
                 raise _bad(
-                    f"MCP server {self.name!r}: tool {t.name!r}: {exc.message}; "
+                    f"MCP server {self.name!r}: tool {label}: {said}; "
                     f"leave it out with names={{{t.name!r}: None}}"
                 ) from None
             tools.append(made)

@@ -1,0 +1,37 @@
+"""An MCP server that lists whatever tools its argument gives, as raw MCP tool objects.
+
+`python listed.py '[{"name": "t", "inputSchema": {...}}]'` serves over stdio the tools of that
+JSON list, each call answered with `ok` and its arguments: for the schemas and names that
+a server built with the SDK's decorators never writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import mcp.server.stdio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+
+TOOLS = [types.Tool(**t) for t in json.loads(sys.argv[1])]
+
+
+async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=f"ok {params.arguments}")])
+
+
+async def main() -> None:
+    server = Server("listed", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with mcp.server.stdio.stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
