@@ -113,6 +113,16 @@ def assert_cache_consistent(engine: LlamaCpp) -> None:
 # -- streaming ----------------------------------------------------------------
 
 
+def test_the_constraints_tokenizer_is_built_with_the_engine(tiny_gguf: Path) -> None:
+    # llguidance holds the GIL while it reads a vocabulary: at construction, not at the first
+    # constrained generation, where it would stall the event loop of whoever awaits it.
+    fresh = LlamaCpp(tiny_gguf)
+    try:
+        assert fresh._schemas._tokenizer is not None
+    finally:
+        fresh.close()
+
+
 async def test_is_a_model(engine: LlamaCpp) -> None:
     assert isinstance(engine, Model)
 
@@ -748,6 +758,32 @@ async def test_an_aborted_signal_ends_at_once(engine: LlamaCpp) -> None:
     assert deltas[0].usage is not None and deltas[0].usage.completion_tokens == 0
 
 
+async def test_an_abort_ends_a_generation_that_waits_its_turn_at_once(engine: LlamaCpp) -> None:
+    # The worker thread is busy (here: held until the test lets it go); a generation queued
+    # behind that work ends as soon as it is aborted, not when its turn comes.
+    import threading
+
+    hold = threading.Event()
+    busy = engine._worker.submit(hold.wait)
+    try:
+        controller = AbortController()
+        queued = asyncio.create_task(collect(engine, [user("x")], max_tokens=50, signal=controller.signal))
+        await asyncio.sleep(0.05)
+        assert not queued.done()  # it waits its turn
+        controller.abort()
+        deltas = await asyncio.wait_for(queued, 10)
+        assert not busy.done()  # ended while the worker was still busy
+    finally:
+        hold.set()
+    assert len(deltas) == 1 and deltas[0].done and deltas[0].finish == "stop"
+    assert deltas[0].usage is not None and deltas[0].usage.completion_tokens == 0
+    await asyncio.wrap_future(busy)
+    assert text_of(await collect(engine, [user("x")], max_tokens=3, seed=1)) == text_of(
+        await collect(engine, [user("x")], max_tokens=3, seed=1)
+    )  # the engine is unharmed: the skipped job left nothing behind
+    assert_cache_consistent(engine)
+
+
 async def test_abort_from_the_consumer_stops_the_generation(engine: LlamaCpp) -> None:
     controller = AbortController()
     deltas = []
@@ -855,6 +891,42 @@ def test_load_takes_a_path(tiny_gguf: Path) -> None:
     engine = load(tiny_gguf, n_ctx=256)
     assert isinstance(engine, LlamaCpp) and engine.n_ctx == 256
     engine.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "said"),
+    [
+        (None, AerixError, "aerix.load takes the path of a .gguf file or a model name ('smollm2-instruct'"),
+        (3, AerixError, "or a model name ('smollm2-instruct', 'gemma3-270m'), got int 3"),
+        ("", FileNotFoundError, "no model name or path given ('')"),
+        (
+            "https://example.com/m.gguf",
+            FileNotFoundError,
+            "'https://example.com/m.gguf' is a URL; aerix never downloads",
+        ),
+    ],
+)
+def test_what_load_cannot_take_is_named(given: Any, error: type[Exception], said: str) -> None:
+    with pytest.raises(error, match=re.escape(said)):
+        load(given)
+
+
+def test_a_folder_is_no_gguf_file(tmp_path: Path, tiny_gguf: Path) -> None:
+    with pytest.raises(
+        FileNotFoundError,
+        match=re.escape("is a folder, not a GGUF file: pass a .gguf file's path; it holds no .gguf"),
+    ):
+        load(tmp_path)
+    (tmp_path / "model.gguf").write_bytes(tiny_gguf.read_bytes())
+    with pytest.raises(FileNotFoundError, match=re.escape("; it holds model.gguf")):
+        load(tmp_path)
+
+
+def test_a_chat_template_that_is_no_text_is_an_options_error(tiny_gguf: Path) -> None:
+    for bad in (3, "", "  "):
+        with pytest.raises(AerixError, match=r"chat_template must be a Jinja template's text") as info:
+            LlamaCpp(tiny_gguf, chat_template=bad)  # type: ignore[arg-type]
+        assert info.value.kind == "options"
 
 
 def test_missing_files_are_clear_errors(tmp_path: Path) -> None:

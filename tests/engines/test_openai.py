@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import math
 import socket
 import sys
 import threading
@@ -321,7 +322,57 @@ async def test_each_event_loop_has_its_own_connections_and_aclose_reopens() -> N
         assert not engine._lanes
 
 
+async def test_a_loops_connections_close_when_the_loop_shuts_down() -> None:
+    """Code that makes a loop per call (`asyncio.run`, `ask_sync`) leaks no connection: the
+    lanes' clients hold their loop, so they would never go with it otherwise."""
+    from aerix import Agent
+
+    async with FaultServer(stream(*sse_body('{"final":"ok"}'))) as server:
+        engine = engine_for(server)
+        lanes: list[Any] = []
+
+        def loops() -> None:
+            for _ in range(3):
+
+                async def main() -> None:
+                    await collect(engine)
+                    lanes.append(engine._lanes[asyncio.get_running_loop()])
+                    assert lanes[-1].open == 1
+
+                asyncio.run(main())
+            for _ in range(3):  # the sync API's own loop, shut down after each call
+                assert Agent(model=engine).ask_sync("hi").text == "ok"
+
+        await asyncio.to_thread(loops)
+        assert len(lanes) == 3 and all(one.open == 0 for one in lanes)  # each closed its connection
+        assert not engine._lanes  # nor any loop's lanes left behind
+        await collect(engine)  # this loop's own, until its aclose
+        assert len(engine._lanes) == 1
+        await engine.aclose()
+        assert not engine._lanes
+
+
 # -- faults: each raises EngineError naming the server and the cause ------------------------
+
+
+def test_running_out_of_file_descriptors_is_named_as_this_processs_fault() -> None:
+    import errno
+
+    import httpx
+
+    from aerix.engines.openai._failures import connect_cause
+
+    try:
+        try:
+            raise OSError(errno.EMFILE, "Too many open files")
+        except OSError as exc:
+            raise httpx.ConnectError("All connection attempts failed") from exc
+    except httpx.ConnectError as exc:
+        cause = connect_cause(exc, 0, connect_timeout=5)
+    assert cause.startswith("could not be reached: this process has too many open files (EMFILE: ")
+    assert cause.endswith("or raise the limit (ulimit -n)") and "refused" not in cause
+    plain = connect_cause(httpx.ConnectError("All connection attempts failed"), 0, connect_timeout=5)
+    assert plain.startswith("refused the connection (ConnectError: All connection attempts failed)")
 
 
 async def test_connection_refused_is_retried_then_named() -> None:
@@ -695,6 +746,32 @@ async def test_an_error_event_is_named() -> None:
     assert "reported an error mid-stream: 'overloaded'" in error.cause
 
 
+async def test_a_web_page_instead_of_a_stream_is_named() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(200, "<html><body>Sign in</body></html>", content_type="text/html; charset=utf-8")
+
+    async with serving(handler) as (_server, engine):
+        error = await fails(engine)
+    assert "answered with a web page instead of an event stream; is " in error.cause
+    assert "/chat/completions the chat completions endpoint" in error.cause and "Sign in" in error.cause
+
+
+async def test_only_the_first_choice_and_nothing_after_its_finish_is_the_turn() -> None:
+    second = chunk("OTHER")
+    second["choices"][0]["index"] = 1  # a server asked for n=2 streams both, interleaved
+    late = json.dumps(chunk("late"))
+    payloads = [
+        json.dumps(chunk('{"final":"x"}')),
+        json.dumps(second),
+        json.dumps(chunk(finish="stop")),
+        late,
+    ]
+    async with serving(stream(*payloads, "[DONE]")) as (_server, engine):
+        deltas = await collect(engine)
+    assert "".join(d.text for d in deltas) == '{"final":"x"}'
+    assert deltas[-1].done and deltas[-1].finish == "stop"
+
+
 async def test_a_json_answer_instead_of_a_stream_is_named() -> None:
     async def handler(conn: Conn) -> None:
         await conn.send(200, json.dumps({"choices": [{"message": {"content": "{}"}}]}))
@@ -789,8 +866,20 @@ async def test_closing_the_iterator_early_closes_the_connection() -> None:
         ({"max_connections": 0}, "max_connections"),
         ({"headers": "nope"}, "headers must map header names to strings, got 'nope'"),
         ({"headers": {"X-Key": 3}}, "headers must map header names to strings"),
-        ({"api_key": 123}, "api_key must be a string or None, got int"),
+        ({"api_key": 123}, "api_key must be an ASCII string (or None), got int"),
         ({"extra_body": ["x"]}, "extra_body must be a dict"),
+        ({"base_url": "http://h/v1?key=1"}, "base_url must be the API's root, without a query or fragment"),
+        ({"read_timeout": math.nan}, "read_timeout must be a finite number of seconds > 0, got nan"),
+        ({"read_timeout": math.inf}, "read_timeout must be a finite number of seconds > 0, got inf"),
+        ({"backoff": math.nan}, "backoff must be a finite number of seconds >= 0, got nan"),
+        ({"headers": {"X-A": "café"}}, "headers['X-A'] = 'café': a header name and value must be ASCII"),
+        ({"headers": {"X-A": "a\r\nX-B: 1"}}, "must be ASCII text without line breaks"),
+        ({"api_key": "sk-€"}, "api_key must be an ASCII string (or None), got a key with non-ASCII"),
+        ({"extra_body": {"x": object()}}, "extra_body must be plain JSON: Object of type object"),
+        ({"extra_body": {"x": math.nan}}, "extra_body must be plain JSON: Out of range float"),
+        ({"http_client": "client"}, "http_client must be an httpx.AsyncClient, got str"),
+        ({"event_hooks": {"reqest": []}}, "event_hooks must map 'request' or 'response' to lists"),
+        ({"event_hooks": {"request": 3}}, "event_hooks['request'] must be a list of functions, got 3"),
     ],
 )
 def test_bad_options_raise_options_errors_naming_the_option(kwargs: dict[str, Any], named: str) -> None:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AerixError
+
 if TYPE_CHECKING:
     from .llamacpp import LlamaCpp
 
@@ -95,13 +97,24 @@ def model_path(name_or_path: str | os.PathLike[str]) -> Path:
     if isinstance(name_or_path, str) and name_or_path in MODELS:
         model = MODELS[name_or_path]
         return _assembled(name_or_path, model) if model.assembled else _shipped(name_or_path, model)
-    path = Path(name_or_path)
-    if not path.is_file():
-        names = ", ".join(repr(n) for n in MODELS)
+    names = ", ".join(repr(n) for n in MODELS)
+    takes = f"aerix.load takes the path of a .gguf file or a model name ({names})"
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise AerixError("options", f"{takes}, got {type(name_or_path).__name__} {name_or_path!r}")
+    if isinstance(name_or_path, str) and not name_or_path.strip():
+        raise FileNotFoundError(f"no model name or path given ({name_or_path!r}); {takes}")
+    if isinstance(name_or_path, str) and name_or_path.startswith(("http://", "https://")):
         raise FileNotFoundError(
-            f"no GGUF file at {str(path)!r}; aerix.load takes the path of a .gguf file "
-            f"or a model name ({names})"
+            f"{name_or_path!r} is a URL; aerix never downloads a model: download the GGUF file "
+            "once, then pass its path (or use OpenAICompatible for a model that a server runs)"
         )
+    path = Path(name_or_path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.gguf"))[:5]
+        hint = f"; it holds {', '.join(inside)}" if inside else "; it holds no .gguf file"
+        raise FileNotFoundError(f"{str(path)!r} is a folder, not a GGUF file: pass a .gguf file's path{hint}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no GGUF file at {str(path)!r}; {takes}")
     return path
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -89,14 +88,13 @@ class SchemaCompiler:
     """Compiles JSON Schemas for one tokenizer, keeping the last few.
 
     Args:
-        tokenizer: Makes the llguidance tokenizer on first use (it takes a while).
+        tokenizer: llguidance's tokenizer of the model's vocabulary.
         n_vocab: The model's vocabulary size (the logits' length).
         cache_size: How many compiled schemas to keep.
     """
 
-    def __init__(self, tokenizer: Callable[[], Any], n_vocab: int, cache_size: int = 16) -> None:
-        self._make_tokenizer = tokenizer
-        self._tokenizer: Any = None
+    def __init__(self, tokenizer: Any, n_vocab: int, cache_size: int = 16) -> None:
+        self._tokenizer = tokenizer
         self._n_vocab = n_vocab
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
@@ -129,8 +127,6 @@ class SchemaCompiler:
         return Constrained(matcher.deep_copy(), self._n_vocab)
 
     def _compile(self, schema_json: str) -> Any:
-        if self._tokenizer is None:
-            self._tokenizer = self._make_tokenizer()
         try:
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json, defaults=COMPACT_JSON)
         except ValueError as exc:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...model import Delta, FinishReason
+from ...model import Delta, FinishReason, Usage
 from ._cache import KvCache
 from ._constraint import Constrained
 from ._hooks import DecodeHook, Step
@@ -37,6 +37,26 @@ class Job:
         self.queue: asyncio.Queue[Delta | BaseException] = asyncio.Queue()
         self.cancelled = threading.Event()
         self._loop = loop
+        self._lock = threading.Lock()
+        self._state: str = "waiting"
+        """`waiting` its turn on the worker thread, then `started` or `skipped`."""
+
+    def start(self) -> bool:
+        """On the worker thread, at the job's turn: whether to run it (not if the consumer left
+        or it was aborted while it waited)."""
+        with self._lock:
+            if self._state == "waiting" and not self.cancelled.is_set():
+                self._state = "started"
+        return self._state == "started"
+
+    def abort_waiting(self) -> None:
+        """On an abort: a job still waiting its turn ends at once, with a done delta (nothing
+        prefilled or generated); one that runs sees the abort itself."""
+        with self._lock:
+            if self._state != "waiting":
+                return
+            self._state = "skipped"
+        self.emit(Delta(done=True, finish="stop", usage=Usage(prompt_tokens=0, completion_tokens=0)))
 
     def stopped(self) -> bool:
         """Whether the consumer left or the signal aborted."""

@@ -255,6 +255,11 @@ class LlamaCpp:
                 raise AerixError("options", f"{name} must be a whole number, 1 or more, got {value!r}")
         if not isinstance(amx, bool):
             raise AerixError("options", f"amx must be True or False, got {amx!r}")
+        if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
+            raise AerixError(
+                "options",
+                f"chat_template must be a Jinja template's text (None: the model's), got {chat_template!r}",
+            )
         threads = default_threads() if n_threads is None else n_threads
         llama_kwargs.setdefault("n_threads_batch", threads)  # llama-cpp-python's own: every CPU
         check_gguf(path)
@@ -290,7 +295,10 @@ class LlamaCpp:
             self._cache = KvCache(self._llama, self._n_vocab)
             self._n_ctx = self._cache.n_ctx
             self._template = self._load_template(chat_template)
-            self._schemas = SchemaCompiler(self._vocab.lltokenizer, self._n_vocab)
+            # Built now, not at the first constrained generation: llguidance holds the GIL
+            # while it reads the vocabulary (0.3 s for SmolLM2's, seconds for Gemma's), which
+            # would stall the caller's event loop there, off the worker thread or not.
+            self._schemas = SchemaCompiler(self._vocab.lltokenizer(), self._n_vocab)
         except BaseException:
             self._llama.close()  # nothing left half-loaded
             raise
@@ -468,8 +476,10 @@ class LlamaCpp:
         if self._closed:
             raise RuntimeError("this LlamaCpp engine is closed")
         job = Job(parse_request(messages, opts), asyncio.get_running_loop())
-        self._worker.submit(self._run, job).add_done_callback(_unless_run(job))
+        signal = job.request.signal
+        forget = _nothing if signal is None else signal.add_callback(job.abort_waiting)  # a queued one too
         try:
+            self._worker.submit(self._run, job).add_done_callback(_unless_run(job))
             while True:
                 item = await job.queue.get()
                 if isinstance(item, BaseException):
@@ -478,6 +488,7 @@ class LlamaCpp:
                 if item.done:
                     return
         finally:
+            forget()
             job.cancelled.set()
 
     # -- the worker thread ---------------------------------------------------
@@ -502,7 +513,7 @@ class LlamaCpp:
         )
 
     def _run(self, job: Job) -> None:
-        if job.cancelled.is_set():
+        if not job.start():  # the consumer left, or an abort ended it, while it waited
             return
         self._current = job
         try:
@@ -632,6 +643,10 @@ class LlamaCpp:
             eos_token=self._vocab.text(self._llama.token_eos()),
             name=f"the chat_template given for {where}" if override else f"the chat template of {where}",
         )
+
+
+def _nothing() -> None:
+    pass
 
 
 def _unless_run(job: Job) -> Callable[[Future[None]], None]:

@@ -7,6 +7,7 @@ there is one, the fix: the option to change or the thing to check.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 
 import httpx
@@ -147,9 +148,27 @@ def connect_cause(exc: httpx.TransportError, attempt: int, *, connect_timeout: f
     """Why no connection could be opened."""
     if isinstance(exc, httpx.ConnectTimeout):
         what = f"did not accept a connection within connect_timeout={connect_timeout:g} s"
+    elif (code := _local_errno(exc)) is not None:  # this process's fault, not the server's
+        return (
+            f"could not be reached: this process has too many open files ({code}: {describe(exc)}); "
+            "close the engines and connections it no longer needs, or raise the limit (ulimit -n)"
+        )
     else:
         what = f"refused the connection ({describe(exc)})"
     return f"{what}{attempts(attempt)}; is the server running at this base_url?"
+
+
+def _local_errno(exc: BaseException) -> str | None:
+    """`EMFILE` or `ENFILE` where an exception or one it came from says that the process or
+    the system is out of file descriptors, else `None`."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if isinstance(at, OSError) and at.errno in (errno.EMFILE, errno.ENFILE):
+            return errno.errorcode[at.errno]
+        at = at.__cause__ or at.__context__
+    return None
 
 
 def retry_delay(backoff: float, attempt: int, response: httpx.Response | None) -> float:

@@ -29,7 +29,7 @@ class Lanes:
         keep: The most idle lanes kept open; more are closed on release.
     """
 
-    __slots__ = ("_closed", "_idle", "_keep", "_make", "_open", "_size", "_waiters")
+    __slots__ = ("_closed", "_idle", "_keep", "_make", "_open", "_size", "_waiters", "keeper")
 
     def __init__(self, make: Callable[[], httpx.AsyncClient], size: int, keep: int) -> None:
         self._make = make
@@ -39,6 +39,8 @@ class Lanes:
         self._open = 0
         self._waiters: deque[asyncio.Future[httpx.AsyncClient]] = deque()
         self._closed = False
+        self.keeper: object = None
+        """What closes the lanes when their loop shuts down (kept alive here)."""
 
     @property
     def open(self) -> int:

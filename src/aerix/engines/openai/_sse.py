@@ -121,9 +121,10 @@ def parse_chunk(data: str) -> ChunkInfo:
         raise ChunkError(f"sent a chunk with neither `choices` nor `usage`: {excerpt(data)}")
     text, finish = "", None
     if choices:
-        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
             raise ChunkError(f"sent a chunk whose `choices` is not a list of objects: {excerpt(data)}")
-        choice: dict[str, Any] = choices[0]
+        # the first choice only (a server asked for several, `n`, streams them interleaved)
+        choice: dict[str, Any] = next((c for c in choices if c.get("index", 0) == 0), {})
         delta = choice.get("delta") or {}
         content = delta.get("content") if isinstance(delta, dict) else None
         if content is not None and not isinstance(content, str):

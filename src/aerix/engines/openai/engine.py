@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import math
 import ssl
 import threading
 import weakref
@@ -154,15 +156,7 @@ class OpenAICompatible:
         self.backoff = float(backoff)
         self._max_connections = max_connections
         self._keep = keep
-        if headers is not None and (
-            not isinstance(headers, Mapping)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-        ):
-            raise AerixError("options", f"headers must map header names to strings, got {headers!r}")
-        if api_key is not None and not isinstance(api_key, str):
-            raise AerixError("options", f"api_key must be a string or None, got {type(api_key).__name__}")
-        if extra_body is not None and not isinstance(extra_body, Mapping):
-            raise AerixError("options", f"extra_body must be a dict, got {extra_body!r}")
+        _check_http(headers, api_key, extra_body, event_hooks, http_client)
         self._headers = dict(headers or {})
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -251,8 +245,10 @@ class OpenAICompatible:
         """Close the connections this engine opened on the running event loop.
 
         Each event loop has its own connections: call `aclose` on each loop that
-        used the engine (connections whose loop is gone go with it). The engine
-        stays usable: the next `chat` opens new ones.
+        used the engine. A loop's connections are also closed when the loop shuts
+        down (`asyncio.run`, `run_sync` and `ask_sync` shut theirs down), so code
+        that makes a loop per call leaks none. The engine stays usable: the next
+        `chat` opens new ones.
         """
         with self._lock:
             lanes = self._lanes.pop(asyncio.get_running_loop(), None)
@@ -276,7 +272,23 @@ class OpenAICompatible:
             lanes = self._lanes.get(loop)
             if lanes is None:
                 lanes = self._lanes[loop] = Lanes(self._new_lane, self._max_connections, self._keep)
+                lanes.keeper = self._closed_at_shutdown(loop, lanes)
+                _start(lanes.keeper)
             return lanes
+
+    async def _closed_at_shutdown(
+        self, loop: asyncio.AbstractEventLoop, lanes: Lanes
+    ) -> AsyncGenerator[None]:
+        """Waits, started, for its loop to shut down: the loop closes every async generator
+        still open then (`loop.shutdown_asyncgens`), and this one closes the loop's lanes.
+        (The lanes' clients hold the loop, so it is never collected with them open.)"""
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._lanes.get(loop) is lanes:
+                    del self._lanes[loop]
+            await lanes.aclose()
 
     def _new_lane(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -410,10 +422,17 @@ class OpenAICompatible:
 
     async def _read_stream(self, response: httpx.Response, put: Callable[[_Item], None]) -> None:
         """Turn the event stream into deltas; fail on anything but a finished generation."""
-        if response.headers.get("content-type", "").startswith("application/json"):
+        kind = response.headers.get("content-type", "")
+        if kind.startswith("application/json"):
             detail = excerpt((await response.aread()).decode("utf-8", "replace"))
             raise self._error(
                 f"answered with JSON instead of an event stream; does it support stream=true? {detail}"
+            )
+        if kind.startswith("text/html"):  # a web page: a proxy's, or the wrong base_url
+            detail = excerpt((await response.aread()).decode("utf-8", "replace"))
+            raise self._error(
+                f"answered with a web page instead of an event stream; is {self.url} the chat "
+                f"completions endpoint of an OpenAI-compatible API? {detail}"
             )
         finish: str | None = None
         usage: Usage | None = None
@@ -433,7 +452,7 @@ class OpenAICompatible:
                     except ChunkError as exc:
                         raise self._error(f"{exc} (after {chunks} chunks)") from None
                     chunks += 1
-                    if info.text:
+                    if info.text and finish is None:  # nothing after the finish belongs to the turn
                         put(Delta(text=info.text))
                     if info.finish is not None:
                         finish = info.finish
@@ -458,6 +477,17 @@ class OpenAICompatible:
                 pass
 
 
+def _start(agen: AsyncGenerator[None]) -> None:
+    """Run `agen` to its first `yield` now, on the running loop, which then knows of it."""
+    step = agen.asend(None)
+    try:
+        step.send(None)
+    except StopIteration:
+        pass
+    else:  # pragma: no cover - a keeper never awaits before its first yield
+        raise RuntimeError("the keeper awaited before its first yield")
+
+
 def _check_options(
     base_url: object,
     model: object,
@@ -472,6 +502,12 @@ def _check_options(
             "base_url must be an http:// or https:// URL such as 'http://127.0.0.1:8000/v1', "
             f"got {base_url!r}",
         )
+    if "?" in base_url or "#" in base_url:
+        raise AerixError(
+            "options",
+            f"base_url must be the API's root, without a query or fragment (requests go to "
+            f"<base_url>/chat/completions), got {base_url!r}; pass query parameters in extra_body or headers",
+        )
     if not isinstance(model, str) or not model:
         raise AerixError("options", f"model must be the server's model name, got {model!r}")
     if dialect is not None and dialect not in DIALECTS:
@@ -484,10 +520,65 @@ def _check_options(
         ("read_timeout", read_timeout, 0.0),
         ("backoff", backoff, None),
     ):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or value < 0 or (low is not None and value <= low):  # type: ignore[operator]
             bound = ">= 0" if low is None else "> 0"
-            raise AerixError("options", f"{name} must be a number of seconds {bound}, got {value!r}")
+            raise AerixError("options", f"{name} must be a finite number of seconds {bound}, got {value!r}")
+
+
+def _check_http(
+    headers: object, api_key: object, extra_body: object, event_hooks: object, http_client: object
+) -> None:
+    """What goes into every request: headers and a key HTTP can carry, a body JSON can write."""
+    if headers is not None and (
+        not isinstance(headers, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise AerixError("options", f"headers must map header names to strings, got {headers!r}")
+    for name, value in (headers or {}).items():
+        if not _header_safe(name) or not name or not _header_safe(value):
+            raise AerixError(
+                "options",
+                f"headers[{name!r}] = {value!r}: a header name and value must be ASCII text without "
+                "line breaks (encode anything else, e.g. as base64)",
+            )
+    if api_key is not None and (not isinstance(api_key, str) or not _header_safe(api_key)):
+        got = (
+            type(api_key).__name__
+            if not isinstance(api_key, str)
+            else "a key with non-ASCII text or a line break"
+        )
+        raise AerixError("options", f"api_key must be an ASCII string (or None), got {got}")
+    if extra_body is not None:
+        if not isinstance(extra_body, Mapping):
+            raise AerixError("options", f"extra_body must be a dict, got {extra_body!r}")
+        try:
+            json.dumps(extra_body, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise AerixError("options", f"extra_body must be plain JSON: {exc}") from None
+    if event_hooks is not None:
+        if not isinstance(event_hooks, Mapping) or not set(event_hooks) <= {"request", "response"}:
+            raise AerixError(
+                "options",
+                f"event_hooks must map 'request' or 'response' to lists of functions, got {event_hooks!r}",
+            )
+        for key, hooks in event_hooks.items():
+            if (
+                isinstance(hooks, str | bytes)
+                or not isinstance(hooks, Sequence)
+                or not all(map(callable, hooks))
+            ):
+                raise AerixError(
+                    "options", f"event_hooks[{key!r}] must be a list of functions, got {hooks!r}"
+                )
+    if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+        raise AerixError(
+            "options", f"http_client must be an httpx.AsyncClient, got {type(http_client).__name__}"
+        )
+
+
+def _header_safe(text: str) -> bool:
+    return text.isascii() and "\r" not in text and "\n" not in text
 
 
 def _check_counts(**counts: object) -> None:
