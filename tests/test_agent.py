@@ -596,6 +596,10 @@ async def test_a_chat_that_raises_or_returns_junk_or_doubles_done() -> None:
         ({"tool_choice": "required", "tools": []}, "needs at least one tool"),
         ({"limit": {"turns": 3}}, "unknown option 'limit'; options are model, instructions"),
         ({"limits": {"repeats": -1}}, "limits.repeats must be at least 0, got -1"),
+        (
+            {"limits": {"max_tokens": 2**31 + 1}},
+            "limits.max_tokens must be at most 2147483648, got 2147483649",
+        ),
         ({"name": 3}, "name must be a string or None, got int 3"),
         ({"calls_per_turn": 9}, "calls_per_turn must be an integer from 1 to 8, got 9"),
         ({"concurrent_calls": "yes"}, "concurrent_calls must be True or False, got 'yes'"),

@@ -83,7 +83,7 @@ def test_json_prints_only_events_ending_with_exactly_one_final(capsys: pytest.Ca
 def test_a_run_without_a_final_exits_1_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "loop", "--max-turns", "1"], model=ScriptedModel([CALL])) == 1
     out = capsys.readouterr().out
-    assert "✗ end (turns): no final after 1 generations (limits.turns)" in out
+    assert "✗ end (turns): no final after 1 generation (limits.turns)" in out
 
     assert cli.main(["run", "broken", "--json"], model=ScriptedModel([NoDone(text="{")])) == 1
     out, err = capsys.readouterr()
@@ -134,6 +134,10 @@ def test_run_reads_the_prompt_from_stdin_with_a_dash(
         (["--max-turns", "0"], "aerix: error: --max-turns: limits.turns must be at least 1, got 0"),
         (["--retries", "-1"], "aerix: error: --retries: limits.retries must be at least 0, got -1"),
         (["--max-tokens", "0"], "aerix: error: --max-tokens: limits.max_tokens must be at least 1"),
+        (
+            ["--max-tokens", "3000000000"],
+            "aerix: error: --max-tokens: limits.max_tokens must be at most 2147483648, got 3000000000",
+        ),
         (["--temperature", "-1"], "aerix: error: --temperature: generation.temperature must be"),
         (["--temperature", "nan"], "aerix: error: --temperature: generation.temperature must be"),
         (["--tool-choice", "nope"], "aerix: error: --tool-choice: bad tool_choice 'nope'"),
@@ -824,7 +828,7 @@ def test_tools_from_a_file_a_module_and_the_demo_tools(
             "--tools: no module named 'no_such_module_x' (in 'no_such_module_x:f'); run the",
         ),
         ("mine:nope", "--tools: 'mine' has no 'nope'; its tools are shout, pick"),
-        ("mine:HELPER", "--tools: 'mine:HELPER' is a int, not a tool or a function"),
+        ("mine:HELPER", "--tools: 'mine:HELPER' is an int, not a tool or a function"),
         ("mine:", "--tools: 'mine:' names no function"),
         ("missing.py", "--tools: no file 'missing.py' (in 'missing.py')"),
         ("empty.py", "--tools: 'empty.py' defines no tools (functions under @aerix.tool)"),
@@ -835,6 +839,9 @@ def test_tools_from_a_file_a_module_and_the_demo_tools(
             "web",
             "--tools: unknown tool 'web'; the demo tools are calculator, clock, convert (or 'none'); for",
         ),
+        ("", "--tools: nothing named; name tools (--tools calculator,clock), or 'none' for no tools"),
+        (" , ", "--tools: nothing named"),
+        ("none,calculator", "--tools: 'none' means no tools, yet it names calculator"),
     ],
 )
 def test_bad_tools_are_named(
@@ -960,6 +967,11 @@ def test_output_makes_the_answer_typed(capsys: pytest.CaptureFixture[str], tmp_p
         ("[1]", "argument --output: '[1]' is none of str, int, float, bool, a JSON Schema"),
         ("@/no/such/file.json", "argument --output: cannot read '/no/such/file.json'"),
         ('{"type": "string", "examples": ["a"]}', "--output: "),
+        ("[" * 50_000 + "]" * 50_000, "argument --output: '" + "[" * 77 + "...' is none of str"),
+        (
+            '{"type": "array", "items": ' * 900 + '{"type": "string"}' + "}" * 900,
+            "--output: output: the schema is nested too deeply for Python to walk; flatten it",
+        ),
     ],
 )
 def test_a_bad_output_exits_2_naming_the_flag(
@@ -967,4 +979,4 @@ def test_a_bad_output_exits_2_naming_the_flag(
 ) -> None:
     assert cli.main(["run", "x", "--output", given], model=ScriptedModel(['{"final":"x"}'])) == 2
     err = capsys.readouterr().err
-    assert message in err, err
+    assert message in err and "Traceback" not in err and len(err) < 2000, err[:300]

@@ -197,6 +197,7 @@ async def test_error_and_refused_results_are_marked(client_for) -> None:
     ("settings", "words"),
     [
         ({"limits": {"turns": 0}}, "limits.turns must be at least 1"),
+        ({"limits": {"max_tokens": 3_000_000_000}}, "limits.max_tokens must be at most 2147483648"),
         ({"limits": {"speed": 3}}, "unknown limit 'speed'"),
         ({"tools": ["rm"]}, "unknown tool 'rm'"),
         ({"temperature": 9}, "temperature must be a number from 0 to 2"),
@@ -220,6 +221,35 @@ async def test_an_empty_prompt_or_a_bad_body_gets_400(scripted, client_for) -> N
     assert r.status_code == 400 and "empty" in r.json()["error"]
     r = await client.post("/api/run", content=b"{", headers={"content-type": "application/json"})
     assert r.status_code == 400 and "JSON" in r.json()["error"]
+    as_json = {"content-type": "application/json"}
+    for body, said in [
+        (b"[" * 100_000 + b"]" * 100_000, "the body must be JSON"),  # too deep for Python's parser
+        (b"[1, 2]", "the body must be a JSON object"),
+        (b"null", "the body must be a JSON object"),
+        (b'{"prompt": 5}', "prompt must be a string, got int"),
+    ]:
+        r = await client.post("/api/run", content=body, headers=as_json)
+        assert r.status_code == 400 and said in r.json()["error"], (body[:20], r.text)
+
+
+async def test_a_body_over_the_limit_gets_413_unread(scripted, client_for) -> None:
+    from aerix.playground._app import MAX_BODY
+
+    app, models = scripted(FINAL)
+    client = client_for(app)
+    big = json.dumps({"prompt": "x" * (MAX_BODY + 1)}).encode()
+    r = await client.post("/api/run", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "larger than 4 MiB" in r.json()["error"]
+
+    async def chunks():  # no content-length: read up to the limit, no further
+        for _ in range(MAX_BODY // 65536 + 2):
+            yield b" " * 65536
+
+    r = await client.post("/api/run", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert not models  # nothing ran
+    r = await client.post("/api/run", json={"prompt": "hi"})
+    assert r.status_code == 200  # the server goes on
 
 
 async def test_a_second_run_while_busy_gets_409_and_stop_aborts_the_first(scripted, client_for) -> None:

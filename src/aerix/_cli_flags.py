@@ -127,11 +127,12 @@ def _output(value: str) -> type | dict[str, Any]:
             raise argparse.ArgumentTypeError(f"cannot read {value[1:]!r}: {exc.strerror or exc}") from None
     try:
         schema = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python parses
         schema = None
     if not isinstance(schema, dict):
+        shown = repr(value) if len(value) <= 80 else repr(value[:77] + "...")
         raise argparse.ArgumentTypeError(
-            f"{value!r} is none of {', '.join(_TYPES)}, a JSON Schema object or @FILE holding one"
+            f"{shown} is none of {', '.join(_TYPES)}, a JSON Schema object or @FILE holding one"
         )
     return schema
 

@@ -55,6 +55,11 @@ def pick_tools(values: list[str] | None, *, default: bool) -> list[tuple[Tool, s
         return [(t, "the demo tools") for t in DEMO_TOOLS.values()] if default else []
     picked: list[tuple[Tool, str]] = []
     items = [item.strip() for value in values for item in value.split(",") if item.strip()]
+    if not items:
+        raise Refused("--tools: nothing named; name tools (--tools calculator,clock), or 'none' for no tools")
+    if "none" in items and len(set(items)) > 1:
+        named = ", ".join(i for i in items if i != "none")
+        raise Refused(f"--tools: 'none' means no tools, yet it names {named}")
     for item in items:
         if item == "none":
             continue
@@ -110,7 +115,9 @@ def _own(item: str) -> list[Tool]:
             return [tool(value)]
         except AerixError as exc:
             raise Refused(f"--tools: {item!r}: {exc.message}") from None
-    raise Refused(f"--tools: {item!r} is a {type(value).__name__}, not a tool or a function")
+    kind = type(value).__name__
+    article = "an" if kind[0] in "aeiou" else "a"
+    raise Refused(f"--tools: {item!r} is {article} {kind}, not a tool or a function")
 
 
 def _import(name: str, item: str) -> types.ModuleType:

@@ -80,6 +80,13 @@ def check_schema(schema: object, *, where: str, decodable: bool = True) -> dict[
     """
     if not isinstance(schema, dict):
         raise _bad(f"{where}: a schema must be a dict (a JSON Schema object), got {json_type(schema)}")
+    try:
+        return _checked(schema, where, decodable)
+    except RecursionError:
+        raise _bad(f"{where}: the schema is nested too deeply for Python to walk; flatten it") from None
+
+
+def _checked(schema: dict[str, Any], where: str, decodable: bool) -> dict[str, Any]:
     _check_node(schema, "schema", where)
     defs = schema.get("$defs", {})
     for name, sub in defs.items():

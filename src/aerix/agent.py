@@ -353,8 +353,9 @@ class Agent:
                             results.append((ev.id, ev.tool, ev.text))
                             self._turn_done(run, turn, calls, results)
                         yield ev
+        plural = "" if run.generation == 1 else "s"
         run.ending = EndEvent(
-            reason="turns", message=f"no final after {run.generation} generations (limits.turns)"
+            reason="turns", message=f"no final after {run.generation} generation{plural} (limits.turns)"
         )
 
     def _start(self, prompt: str, user_signal: AbortSignal | None) -> _Run:

@@ -65,6 +65,9 @@ class Limits:
                 raise _bad(f"limits.{f.name} must be an integer, got {value!r}")
             if value < low:
                 raise _bad(f"limits.{f.name} must be at least {low}, got {value!r}")
+        most = int(NUMBER_BOUNDS["max_tokens"][1])  # what every engine takes (`aerix.model`)
+        if self.max_tokens > most:
+            raise _bad(f"limits.max_tokens must be at most {most}, got {self.max_tokens!r}")
 
     @classmethod
     def of(cls, value: Limits | Mapping[str, Any] | None) -> Limits:

@@ -349,6 +349,14 @@ async def test_prompt_longer_than_the_context_is_a_clear_error(tiny_gguf: Path) 
         with pytest.raises(ValueError, match="n_ctx"):
             await collect(engine, [user("word " * (engine.n_ctx + 1))], max_tokens=2)
         assert_cache_consistent(engine)
+        # far too long for any tokens: refused from its bytes, without tokenising it
+        huge = "w" * (engine.n_ctx * engine._vocab.longest + 1)
+        with pytest.raises(
+            ValueError, match=r"the prompt has at least \d+ tokens \(\d+ bytes\) and does not fit"
+        ):
+            await collect(engine, [user(huge)], max_tokens=2)
+        assert_cache_consistent(engine)
+        assert text_of(await collect(engine, [user("x")], max_tokens=2, seed=3))  # still usable
     finally:
         engine.close()
 

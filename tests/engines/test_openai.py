@@ -355,7 +355,7 @@ async def test_a_loops_connections_close_when_the_loop_shuts_down() -> None:
 # -- faults: each raises EngineError naming the server and the cause ------------------------
 
 
-def test_running_out_of_file_descriptors_is_named_as_this_processs_fault() -> None:
+def test_connect_failures_of_this_machine_are_named_as_such() -> None:
     import errno
 
     import httpx
@@ -373,6 +373,15 @@ def test_running_out_of_file_descriptors_is_named_as_this_processs_fault() -> No
     assert cause.endswith("or raise the limit (ulimit -n)") and "refused" not in cause
     plain = connect_cause(httpx.ConnectError("All connection attempts failed"), 0, connect_timeout=5)
     assert plain.startswith("refused the connection (ConnectError: All connection attempts failed)")
+    try:
+        try:
+            raise socket.gaierror(-2, "Name or service not known")
+        except OSError as exc:
+            raise httpx.ConnectError("[Errno -2] Name or service not known") from exc
+    except httpx.ConnectError as exc:
+        unresolved = connect_cause(exc, 2, connect_timeout=5)
+    assert unresolved.startswith("could not be reached: its host name did not resolve (ConnectError: ")
+    assert unresolved.endswith("(after 3 attempts); check the host in base_url"), unresolved
 
 
 async def test_connection_refused_is_retried_then_named() -> None:

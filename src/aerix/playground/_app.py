@@ -54,6 +54,8 @@ DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they hel
 HEARTBEAT_S = 10.0
 """Seconds between keep-alive comments on a quiet stream (a closed tab is noticed on the next write)."""
 PROGRESS_S = 0.25
+MAX_BODY = 4 << 20
+"""The largest run request read, in bytes (4 MiB: a prompt far longer than any context)."""
 """Seconds between two readings of the engine's `progress` during a run."""
 
 
@@ -133,12 +135,21 @@ def create_app(
         if refused is not None:
             return refused
         session, new = _session(request, store)
+        raw = await _body(request)
+        if raw is None:
+            too_long = f"the request is larger than {MAX_BODY >> 20} MiB; send a shorter prompt"
+            return _error(413, too_long, session, new)
+        shape = '{"prompt": "...", "settings": {...}}'
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, 'the body must be JSON: {"prompt": "...", "settings": {...}}', session, new)
-        prompt = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            return _error(400, f"the body must be JSON: {shape}", session, new)
+        if not isinstance(body, dict):
+            return _error(400, f"the body must be a JSON object: {shape}", session, new)
+        prompt = body.get("prompt")
+        if prompt is not None and not isinstance(prompt, str):
+            return _error(400, f"prompt must be a string, got {type(prompt).__name__}", session, new)
+        if not prompt or not prompt.strip():
             return _error(400, "the prompt is empty; type a message first", session, new)
         if session.busy:
             return _busy(session, new)
@@ -259,6 +270,20 @@ def _with_cookie(response: Response, session: Session, new: bool) -> Response:
     if new:
         response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", path="/")
     return response
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or `None` if it is larger than `MAX_BODY` (read no further)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        return None
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > MAX_BODY:
+            return None
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _error(status: int, message: str, session: Session, new: bool) -> Response:

@@ -38,6 +38,15 @@ class Vocab:
         vocabulary that adds no leading space (Gemma's; Llama 2's adds one)."""
         self._pieces: dict[int, tuple[bytes, bytes]] = {}
         self._texts: dict[int, str] = {}
+        self._longest: int | None = None
+
+    @property
+    def longest(self) -> int:
+        """The most bytes one token spells (read once, when first asked): a text of `n` bytes
+        has at least `n / longest` tokens."""
+        if self._longest is None:
+            self._longest = max(1, *(len(self.raw_piece(t)) for t in range(self.size)))
+        return self._longest
 
     def piece(self, token: int) -> tuple[bytes, bytes]:
         """The token's bytes: (with special tokens spelled out, as shown to the user)."""

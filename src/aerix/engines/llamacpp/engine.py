@@ -528,6 +528,7 @@ class LlamaCpp:
         req = job.request
         t0 = time.perf_counter()
         prompt = self._template.render(req.prompt).encode()
+        self._check_fits(prompt)
         constrained = None if req.schema is None else self._schemas.start(req.schema)
         cache = self._cache
         plan = cache.history.plan(prompt, self._tokenize, text_reuse=self._text_reuse)
@@ -592,6 +593,19 @@ class LlamaCpp:
         )
         self._live = None  # before the done delta: a consumer that reads it sees the engine idle
         job.emit(Delta(done=True, finish=finish, usage=usage))
+
+    def _check_fits(self, prompt: bytes) -> None:
+        """Refuse a prompt far too long for the context before tokenising it (megabytes take
+        tens of seconds): it has at least one token per `Vocab.longest` bytes.
+
+        Raises:
+            ValueError: The prompt cannot fit, whatever its tokens.
+        """
+        if len(prompt) > 8 * self._n_ctx and (least := len(prompt) // self._vocab.longest) >= self._n_ctx:
+            raise ValueError(
+                f"the prompt has at least {least} tokens ({len(prompt)} bytes) and does not fit in the "
+                f"context of {self._n_ctx}; pass a larger n_ctx to LlamaCpp (or aerix.load)"
+            )
 
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
         """The value biases of a constrained generation; values copy from the user's messages

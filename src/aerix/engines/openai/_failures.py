@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import socket
+from collections.abc import Callable
+from typing import TypeVar
 
 import httpx
 
@@ -148,6 +151,11 @@ def connect_cause(exc: httpx.TransportError, attempt: int, *, connect_timeout: f
     """Why no connection could be opened."""
     if isinstance(exc, httpx.ConnectTimeout):
         what = f"did not accept a connection within connect_timeout={connect_timeout:g} s"
+    elif _cause(exc, socket.gaierror) is not None:
+        return (
+            f"could not be reached: its host name did not resolve ({describe(exc)}){attempts(attempt)}; "
+            "check the host in base_url"
+        )
     elif (code := _local_errno(exc)) is not None:  # this process's fault, not the server's
         return (
             f"could not be reached: this process has too many open files ({code}: {describe(exc)}); "
@@ -161,12 +169,21 @@ def connect_cause(exc: httpx.TransportError, attempt: int, *, connect_timeout: f
 def _local_errno(exc: BaseException) -> str | None:
     """`EMFILE` or `ENFILE` where an exception or one it came from says that the process or
     the system is out of file descriptors, else `None`."""
+    found = _cause(exc, OSError, lambda e: e.errno in (errno.EMFILE, errno.ENFILE))
+    return None if found is None or found.errno is None else errno.errorcode[found.errno]
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _cause(exc: BaseException, kind: type[_E], test: Callable[[_E], bool] = lambda e: True) -> _E | None:
+    """The first of `exc` and the exceptions it came from that is a `kind` and passes `test`."""
     seen: set[int] = set()
     at: BaseException | None = exc
     while at is not None and id(at) not in seen:
         seen.add(id(at))
-        if isinstance(at, OSError) and at.errno in (errno.EMFILE, errno.ENFILE):
-            return errno.errorcode[at.errno]
+        if isinstance(at, kind) and test(at):
+            return at
         at = at.__cause__ or at.__context__
     return None
 
