@@ -163,6 +163,10 @@ linux = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts pr
         ("Ünïcode", None, "n_code"),
         ("x" * 80, None, "x" * 64),
         ("x" * 80, "pre", "pre_" + "x" * 60),
+        ("_under", "weather", "weather_under"),  # the name's leading `_`s go with a prefix too
+        ("__x", "Weather", "weather_x"),
+        ("__", "w", "w_tool"),
+        ("3d_render", "gh", "gh_3d_render"),
     ],
 )
 def test_a_name_is_mapped_to_the_tool_name_pattern(name: str, prefix: str | None, mapped: str) -> None:

@@ -163,6 +163,25 @@ def test_explicit_form_accepts_run_with_input_only() -> None:
     assert asyncio.run(run_tool(t, {"s": "hi"}, cx())) == ("hi", False)
 
 
+def test_a_second_parameter_with_a_default_keeps_it_unless_it_asks_for_the_context() -> None:
+    # `lambda input, n=n: ...` binds a loop's value the usual way: the context must not overwrite it
+    made = [tool(name=f"t{n}", input={}, run=lambda input, n=n: f"tool {n}") for n in range(2)]
+    assert [asyncio.run(run_tool(t, {}, cx())) for t in made] == [("tool 0", False), ("tool 1", False)]
+
+    def named(input: dict[str, Any], cx: ToolContext | None = None) -> str:
+        return "context" if isinstance(cx, ToolContext) else "none"
+
+    def annotated(input: dict[str, Any], context: ToolContext = None) -> str:  # type: ignore[assignment]
+        return "context" if isinstance(context, ToolContext) else "none"
+
+    async def required(input: dict[str, Any], c: Any) -> str:
+        return "context" if isinstance(c, ToolContext) else "none"
+
+    for fn in (named, annotated, required):
+        t = tool(name="t", input={}, run=fn)
+        assert asyncio.run(run_tool(t, {}, cx())) == ("context", False), fn.__name__
+
+
 def test_tool_is_frozen() -> None:
     with pytest.raises(AttributeError):
         weather.name = "x"  # type: ignore[misc]

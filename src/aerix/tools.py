@@ -146,7 +146,12 @@ def _from_schema(
 
 
 def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
-    """Adapt a `run` that takes only the input to the `run(input, cx)` form."""
+    """Adapt a `run` that takes only the input to the `run(input, cx)` form.
+
+    A second positional parameter takes the context unless it has a default and is neither
+    named `cx` nor annotated `ToolContext`: `lambda input, n=n: ...` (a loop's value, bound
+    the usual way) keeps its `n`.
+    """
     is_async = inspect.iscoroutinefunction(run)
     try:
         params = list(inspect.signature(run).parameters.values())
@@ -154,7 +159,15 @@ def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
         return run, is_async
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
-    if len(positional) == 1 and not varargs:
+    takes_cx = varargs or (
+        len(positional) > 1
+        and (
+            positional[1].default is inspect.Parameter.empty
+            or positional[1].name == "cx"
+            or positional[1].annotation in (ToolContext, "ToolContext")
+        )
+    )
+    if positional and not takes_cx:
         if is_async:
 
             async def one_arg_async(input: dict[str, Any], cx: ToolContext) -> Any:

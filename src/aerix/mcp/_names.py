@@ -25,7 +25,10 @@ def aerix_name(name: str, prefix: str | None = None) -> str:
         >>> aerix_name("Get-Weather.v2"), aerix_name("search", "GitHub"), aerix_name("3d_render")
         ('get_weather_v2', 'github_search', 'tool_3d_render')
     """
-    mapped = _OTHER.sub("_", (f"{prefix}_{name}" if prefix else name).lower()).lstrip("_")
+    mapped = _OTHER.sub("_", name.lower()).lstrip("_")  # the name's own leading `_`s go, prefix or not
+    head = _OTHER.sub("_", prefix.lower()).lstrip("_") if prefix else ""
+    if head:
+        mapped = f"{head}_{mapped or 'tool'}"
     if not mapped:
         mapped = "tool"
     elif not mapped[0].isalpha():

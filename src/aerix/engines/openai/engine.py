@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import ssl
 import threading
 import weakref
@@ -536,18 +537,15 @@ def _check_http(
     ):
         raise AerixError("options", f"headers must map header names to strings, got {headers!r}")
     for name, value in (headers or {}).items():
-        if not _header_safe(name) or not name or not _header_safe(value):
+        if not _header_safe(name, name=True) or not _header_safe(value):
             raise AerixError(
                 "options",
-                f"headers[{name!r}] = {value!r}: a header name and value must be ASCII text without "
-                "line breaks (encode anything else, e.g. as base64)",
+                f"headers[{name!r}] = {value!r}: a header name must be one word of ASCII letters, digits "
+                "and -_.!#$%&'*+^`|~, its value visible ASCII without line breaks or spaces around it "
+                "(encode anything else, e.g. as base64)",
             )
     if api_key is not None and (not isinstance(api_key, str) or not _header_safe(api_key)):
-        got = (
-            type(api_key).__name__
-            if not isinstance(api_key, str)
-            else "a key with non-ASCII text or a line break"
-        )
+        got = type(api_key).__name__ if not isinstance(api_key, str) else "a key a header cannot carry"
         raise AerixError("options", f"api_key must be an ASCII string (or None), got {got}")
     if extra_body is not None:
         if not isinstance(extra_body, Mapping):
@@ -577,8 +575,14 @@ def _check_http(
         )
 
 
-def _header_safe(text: str) -> bool:
-    return text.isascii() and "\r" not in text and "\n" not in text
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""A header name (RFC 9110's token)."""
+_FIELD_VALUE = re.compile(r"([\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?)?")
+"""A header value: visible ASCII, inner spaces and tabs, no line break or NUL, nothing around it."""
+
+
+def _header_safe(text: str, *, name: bool = False) -> bool:
+    return (_TOKEN if name else _FIELD_VALUE).fullmatch(text) is not None
 
 
 def _check_counts(**counts: object) -> None:
