@@ -64,6 +64,23 @@ def test_shutting_a_lane_down_from_the_shared_thread_does_not_wait_for_itself() 
         lane.submit(lambda: None)
 
 
+async def test_closing_the_engine_mid_generation_fails_that_stream(tiny_gguf: Path) -> None:
+    # Cut short by `close()`, a generation is an engine failure, not a turn that stopped:
+    # an agent must not read it as a bad turn and ask again.
+    engine = LlamaCpp(tiny_gguf, n_ctx=2048, n_threads=1)
+    stream = engine.chat([{"role": "user", "content": "hi"}], {"max_tokens": 1900, "temperature": 0})
+    try:
+        first = await asyncio.wait_for(anext(stream), 10)  # type: ignore[arg-type]
+        assert not first.done
+        await asyncio.to_thread(engine.close)
+        with pytest.raises(RuntimeError, match="closed during the generation"):
+            async with asyncio.timeout(10):
+                async for delta in stream:
+                    assert not delta.done, "a closed engine's generation must not end as a turn"
+    finally:
+        engine.close()
+
+
 async def test_two_engines_share_the_thread_and_closing_one_leaves_the_other(tiny_gguf: Path) -> None:
     first = LlamaCpp(tiny_gguf, n_ctx=512, n_threads=1)
     second = LlamaCpp(tiny_gguf, n_ctx=512, n_threads=1)

@@ -376,7 +376,8 @@ class LlamaCpp:
         """Stop any generation, free the model. Later calls do nothing.
 
         This waits for the engine's generation in progress (at most one token or prefill
-        chunk); a generation still waiting its turn ends its stream with a `RuntimeError`.
+        chunk), whose stream then ends with a `RuntimeError`, as does that of a generation
+        still waiting its turn.
         """
         if self._closed:
             return
@@ -592,6 +593,8 @@ class LlamaCpp:
             decode_s=t2 - t1,
         )
         self._live = None  # before the done delta: a consumer that reads it sees the engine idle
+        if self._closed:  # `close()` cut it short: a failure, not a turn that merely stopped
+            raise RuntimeError("this LlamaCpp engine was closed during the generation")
         job.emit(Delta(done=True, finish=finish, usage=usage))
 
     def _check_fits(self, prompt: bytes) -> None:
