@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from . import AerixError, Tool, tool
 from .demo_tools import DEMO_TOOLS
+from .errors import a_kind
 
 if TYPE_CHECKING:
     from .mcp import MCPServer
@@ -115,9 +116,7 @@ def _own(item: str) -> list[Tool]:
             return [tool(value)]
         except AerixError as exc:
             raise Refused(f"--tools: {item!r}: {exc.message}") from None
-    kind = type(value).__name__
-    article = "an" if kind[0] in "aeiou" else "a"
-    raise Refused(f"--tools: {item!r} is {article} {kind}, not a tool or a function")
+    raise Refused(f"--tools: {item!r} is {a_kind(value)}, not a tool or a function")
 
 
 def _import(name: str, item: str) -> types.ModuleType:

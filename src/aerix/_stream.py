@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._guard import Aborted
 from .abort import AbortSignal
+from .errors import a_kind
 from .events import UsageEvent
 from .model import Delta, FinishReason
 
@@ -39,7 +40,7 @@ class Reply:
             raise RuntimeError("the model sent a delta after its done delta")
         text = getattr(delta, "text", _NO_TEXT)  # a Delta, or an object that reads as one
         if text is _NO_TEXT:
-            raise TypeError(f"the model's stream yielded {_kind(delta)}, not a Delta (aerix.model.Delta)")
+            raise TypeError(f"the model's stream yielded {a_kind(delta)}, not a Delta (aerix.model.Delta)")
         if not isinstance(text, str):
             raise TypeError(f"the model sent a delta whose text is {type(text).__name__}")
         if text:
@@ -83,11 +84,3 @@ class Reply:
             completion_tokens=u.completion_tokens if u else 0,
             cached_tokens=u.cached_tokens if u else 0,
         )
-
-
-def _kind(value: object) -> str:
-    """`value`'s type as a message names it: `a str`, `an int`, `None`."""
-    if value is None:
-        return "None"
-    name = type(value).__name__
-    return f"an {name}" if name[0].lower() in "aeiou" else f"a {name}"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from .events import AgentEvent, EndReason
 
-__all__ = ["AerixError", "ErrorKind", "describe", "message_of"]
+__all__ = ["AerixError", "ErrorKind", "a_kind", "describe", "message_of"]
 
 ErrorKind = Literal["options", "busy", "end"]
 """`options`: a bad option or definition; `busy`: the agent is already running;
@@ -82,6 +82,14 @@ def message_of(exc: BaseException) -> str:
     if not text:
         return type(exc).__name__
     return f"{type(exc).__name__}: {text}" if isinstance(exc, KeyError) else text
+
+
+def a_kind(value: object) -> str:
+    """`value`'s type as a message names it: `a str`, `an int`, `None`."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"an {name}" if name[0].lower() in "aeiou" else f"a {name}"
 
 
 def _said(exc: BaseException) -> str | None:

@@ -132,6 +132,16 @@ NUMBER_BOUNDS: dict[str, tuple[float, float, type]] = {
 """Each number option's bounds, inclusive, and whether it must be an integer."""
 
 
+def out_of_bounds(key: str, value: object) -> str | None:
+    """What is wrong with `value` for the number option `key` (`NUMBER_BOUNDS`): `"must be a
+    number in [0.0, 1.0], got 2"`; `None` if nothing is."""
+    lo, hi, kind = NUMBER_BOUNDS[key]
+    ok = isinstance(value, int if kind is int else int | float) and not isinstance(value, bool)
+    if ok and lo <= value <= hi:  # type: ignore[operator]
+        return None
+    return f"must be {'an integer' if kind is int else 'a number'} in [{lo}, {hi}], got {value!r}"
+
+
 def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -> GenerateOptions:
     """The options (a copy; `{}` for `None`), once checked; the errors name the option, the value and
     what is allowed.
@@ -144,14 +154,9 @@ def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -
     unknown = sorted(set(o) - _OPTION_KEYS)
     if unknown:
         raise AerixError("options", f"unknown option(s) {unknown}; allowed: {sorted(_OPTION_KEYS)}")
-    for key, (lo, hi, kind) in NUMBER_BOUNDS.items():
-        value = o.get(key)
-        if value is None:
-            continue
-        ok = isinstance(value, int if kind is int else (int, float)) and not isinstance(value, bool)
-        if not ok or not lo <= value <= hi:
-            kind_name = "an integer" if kind is int else "a number"
-            raise AerixError("options", f"{key} must be {kind_name} in [{lo}, {hi}], got {value!r}")
+    for key in NUMBER_BOUNDS:
+        if o.get(key) is not None and (problem := out_of_bounds(key, o[key])) is not None:
+            raise AerixError("options", f"{key} {problem}")
     stop = o.get("stop") or []
     if not isinstance(stop, list | tuple) or not all(isinstance(s, str) for s in stop):
         raise AerixError("options", f"stop must be a list of strings, got {stop!r}")

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
-from .errors import AerixError
+from .errors import AerixError, a_kind
 from .events import Call
-from .model import NUMBER_BOUNDS, GenerationOptions
+from .model import NUMBER_BOUNDS, GenerationOptions, out_of_bounds
 
 __all__ = [
     "AfterCall",
@@ -144,11 +144,8 @@ def check_generation(value: Mapping[str, Any] | None) -> GenerationOptions:
             hint = "; use limits.max_tokens" if key == "max_tokens" else " (leave it out)"
             raise _bad(f"generation.{key} is set by the loop{hint}")
         if key in _FLOATS or key in _INTS:  # the bounds every engine checks (`aerix.model`)
-            lo, hi, kind = NUMBER_BOUNDS[key]
-            ok = isinstance(v, int if kind is int else int | float) and not isinstance(v, bool)
-            if not ok or not lo <= v <= hi:
-                kind_name = "an integer" if kind is int else "a number"
-                raise _bad(f"generation.{key} must be {kind_name} in [{lo}, {hi}], got {v!r}")
+            if (problem := out_of_bounds(key, v)) is not None:
+                raise _bad(f"generation.{key} {problem}")
         elif key == "stop":
             if (
                 isinstance(v, str)
@@ -209,7 +206,7 @@ def _not_json(value: object, path: str) -> str | None:
             if (problem := _not_json(v, f"{path}.{k}")) is not None:
                 return problem
         return None
-    return f"{path} is {value!r}, a {type(value).__name__}"
+    return f"{path} is {value!r}, {a_kind(value)}"
 
 
 def check_after_call(value: object) -> str | None:

@@ -479,16 +479,15 @@ def parse_turn(
         typed: The answer is typed: a final may be any JSON value (the agent
             checks it against the answer type), not only a string.
     """
-    expected = _expected(tool_choice, tools, typed)
     try:
-        obj = json.loads(text, parse_constant=_not_json)
+        obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
-        return BadTurn(reason=f"not JSON ({_json_error(exc)}); {expected}")
+        return BadTurn(reason=f"not JSON ({_json_error(exc)}); {_expected(tool_choice, tools, typed)}")
     if not isinstance(obj, dict):
-        return BadTurn(reason=f"not a JSON object; {expected}")
+        return BadTurn(reason=f"not a JSON object; {_expected(tool_choice, tools, typed)}")
     extra = [k for k in obj if k not in ("calls", "final", "thought")]
     if extra or ("calls" in obj) == ("final" in obj):
-        return BadTurn(reason=f"not one of the two shapes; {expected}")
+        return BadTurn(reason=f"not one of the two shapes; {_expected(tool_choice, tools, typed)}")
     thought = obj.get("thought")
     if thought is not None and not isinstance(thought, str):
         return BadTurn(reason='"thought" must be a string')
@@ -536,7 +535,7 @@ def json_closed(text: str) -> bool:
     """Whether `text` starts with a whole JSON value (whatever follows it): a generation
     that stopped on `max_tokens` with its JSON closed was not cut short, only bad."""
     try:
-        json.JSONDecoder().raw_decode(text.lstrip())
+        _DECODER.raw_decode(text.lstrip())
     except (ValueError, RecursionError):
         return False
     return True
@@ -545,6 +544,10 @@ def json_closed(text: str) -> bool:
 def _not_json(constant: str) -> None:
     """`json.loads` takes `NaN`, `Infinity` and `-Infinity`; JSON has no such values."""
     raise ValueError(f"{constant} is not a JSON value")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)
+"""One decoder for every turn (`json.loads` with an option makes a new one each call)."""
 
 
 def _json_error(exc: BaseException) -> str:

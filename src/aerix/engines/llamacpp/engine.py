@@ -478,7 +478,7 @@ class LlamaCpp:
             raise RuntimeError("this LlamaCpp engine is closed")
         job = Job(parse_request(messages, opts), asyncio.get_running_loop())
         signal = job.request.signal
-        forget = _nothing if signal is None else signal.add_callback(job.abort_waiting)  # a queued one too
+        forget = None if signal is None else signal.add_callback(job.abort_waiting)  # a queued one too
         try:
             self._worker.submit(self._run, job).add_done_callback(_unless_run(job))
             while True:
@@ -489,7 +489,8 @@ class LlamaCpp:
                 if item.done:
                     return
         finally:
-            forget()
+            if forget is not None:
+                forget()
             job.cancelled.set()
 
     # -- the worker thread ---------------------------------------------------
@@ -660,10 +661,6 @@ class LlamaCpp:
             eos_token=self._vocab.text(self._llama.token_eos()),
             name=f"the chat_template given for {where}" if override else f"the chat template of {where}",
         )
-
-
-def _nothing() -> None:
-    pass
 
 
 def _unless_run(job: Job) -> Callable[[Future[None]], None]:
