@@ -1200,3 +1200,32 @@ async def test_an_engine_that_ends_its_stream_on_abort_is_an_abort_not_an_error(
     agent, _ = agent_with(abort_then_stop)
     events = await events_of(agent, signal=controller.signal)
     assert events == [EndEvent(reason="abort", message="aborted")]
+
+
+async def test_a_run_left_by_a_timeout_is_closed_before_the_next_ask() -> None:
+    """`asyncio.timeout()` around `async for`, out of time in the loop's body: the task goes on,
+    and the run it left is closed by the event loop a turn or two later; `ask` waits for that."""
+    agent = Agent(model=ScriptedModel(['{"final":"one"}', '{"final":"two"}']))
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            async for _ in agent.run("first"):
+                await asyncio.sleep(1)
+    assert (await agent.ask("second")).text == "two"
+    # kept in a variable, the run stays open until closed: `aclosing` closes it on the way out
+    agent = Agent(model=ScriptedModel(['{"final":"one"}', '{"final":"two"}']))
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01), contextlib.aclosing(agent.run("first")) as run:
+            async for _ in run:
+                await asyncio.sleep(1)
+    assert not agent.busy
+    assert (await agent.ask("second")).text == "two"
+
+
+async def test_a_cut_turn_that_may_only_answer_is_asked_for_a_shorter_final() -> None:
+    call = '{"calls":[{"tool":"clock","input":{}}]}'
+    model = ScriptedModel([call, call, Cut(text='{"final":"the time is'), '{"final":"noon"}'])
+    agent = Agent(model=model, tools=[clock], limits={"repeats": 0})
+    events = [ev async for ev in agent.run("time?")]
+    assert events[-1].type == "final"
+    retry_prompt = model.calls[3].messages[-1]["content"]
+    assert retry_prompt.endswith("one JSON object, a shorter final answer, no thought.")

@@ -388,6 +388,65 @@ def test_ctrl_c_aborts_the_run_cleanly(capsys: pytest.CaptureFixture[str]) -> No
     assert re.fullmatch(r"usage: no generation finished · \d+\.\d s", lines[1])
 
 
+def test_a_ctrl_c_whose_interrupt_was_swallowed_while_the_model_loaded_still_quits(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp loads a model in C: the handler's `KeyboardInterrupt` is raised in a ctypes log
+    callback, which swallows it. The command quits once the load returns, before any run."""
+    model = ScriptedModel(['{"final":"should not run"}'])
+
+    def load(args: Any, spinner: Any) -> ScriptedModel:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # as the ctypes callback does
+        return model
+
+    monkeypatch.setattr(cli, "_open_model", load)
+    assert cli.main(["run", "hi", "--tools", "none"]) == 130
+    assert capsys.readouterr().err.strip() == "aerix: interrupted"
+    assert model.calls == []
+
+
+def test_a_prompt_or_instructions_that_utf8_cannot_encode_are_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = "hi \udcff"  # how Python reads a byte 0xff of argv under a UTF-8 locale
+    assert cli.main(["run", bad], model=ScriptedModel()) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("aerix: error: the prompt[3] is '\\udcff', a lone surrogate")
+        and "Traceback" not in err
+    )
+    assert cli.main(["run", "hi", "--instructions", bad], model=ScriptedModel()) == 2
+    assert capsys.readouterr().err.startswith("aerix: error: instructions[3] is '\\udcff'")
+
+
+def test_a_chat_line_that_utf8_cannot_encode_is_refused_and_the_chat_goes_on(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("hi \udcff\nhello\n"))
+    model = ScriptedModel(['{"final":"hello back"}'])
+    assert cli.main(["chat", "--tools", "none"], model=model) == 0
+    out = capsys.readouterr().out
+    assert "(not sent: the line[3] is '\\udcff', a lone surrogate" in out
+    assert "hello back" in out and len(model.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("@", "@ needs a file name: @schema.json"), ("@{bad}", "is not UTF-8 text")],
+)
+def test_output_from_a_file_that_cannot_be_read_is_named(
+    value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "schema.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    assert cli.main(["run", "hi", "--output", value.replace("{bad}", str(bad))], model=ScriptedModel()) == 2
+    err = capsys.readouterr().err
+    assert "argument --output: " in err and message in err and "invalid _output value" not in err
+
+
 def test_a_second_ctrl_c_exits(capsys: pytest.CaptureFixture[str]) -> None:
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["run", "wait"], model=ScriptedModel([_ctrl_c(2)])) == 130
@@ -889,16 +948,26 @@ def test_two_mcp_servers_with_prefixes_beside_a_demo_tool_in_chat(
         [
             '{"calls":[{"tool":"a_add","input":{"a":1,"b":2}}]}',
             '{"final":"3"}',
-            '{"calls":[{"tool":"b_crash","input":{}}]}',
+            '{"calls":[{"tool":"kit_b_crash","input":{}}]}',
             '{"final":"gone"}',
         ]
     )
-    argv = ["chat", "--mcp", f"a={sys.executable} {KIT}", "--mcp", f"b={KIT}", "--tools", "clock", "--json"]
+    # a prefix may hold what a tool name cannot (`kit-b`): it is mapped as the names are
+    argv = [
+        "chat",
+        "--mcp",
+        f"a={sys.executable} {KIT}",
+        "--mcp",
+        f"kit-b={KIT}",
+        "--tools",
+        "clock",
+        "--json",
+    ]
     assert cli.main(argv, model=model) == 0
     names = _tool_names(model)
-    assert "clock" in names and "a_add" in names and "b_add" in names and "add" not in names
+    assert "clock" in names and "a_add" in names and "kit_b_add" in names and "add" not in names
     results = [e for e in _events(capsys.readouterr().out) if e["type"] == "result"]
-    assert [(r["tool"], r["error"]) for r in results] == [("a_add", False), ("b_crash", True)]
+    assert [(r["tool"], r["error"]) for r in results] == [("a_add", False), ("kit_b_crash", True)]
     assert results[0]["text"] == "3"
     assert "is gone: its process ended" in results[1]["text"]
 

@@ -415,7 +415,8 @@ async def test_a_server_that_never_answers_times_out_naming_it() -> None:
             pass
     name = shlex.join([os.path.basename(sys.executable), SILENT])
     assert caught.value.message == (
-        f"MCP server {name!r} did not answer the MCP handshake within 1 s; check that it is an MCP "
+        f"MCP server {name!r} did not answer the MCP handshake and list its tools within 1 s; check "
+        "that it is an MCP "
         "server speaking on stdio, or give it longer with timeout="
     )
     assert children() <= before
@@ -449,6 +450,20 @@ async def test_a_url_that_is_no_mcp_endpoint_is_named() -> None:
 
 
 @pytest.mark.slow
+async def test_a_server_that_wants_credentials_is_named_with_its_http_status() -> None:
+    with http_kit({"AERIX_MCP_TOKEN": "sesame"}) as url:
+        for headers in (None, {"Authorization": "Bearer wrong"}):
+            with pytest.raises(
+                AerixError,
+                match=r"refused the connection: HTTP 401 Unauthorized; give its credentials with headers=",
+            ):
+                async with MCPServer.http(url, headers=headers):
+                    pass
+        async with MCPServer.http(url, headers={"Authorization": "Bearer sesame"}) as server:
+            assert await call(by_name(server)["add"], {"a": 1, "b": 2}) == ("3", False)
+
+
+@pytest.mark.slow
 async def test_headers_go_with_every_request() -> None:
     with http_kit() as url:
         async with MCPServer.http(url, headers={"X-Aerix-Test": "1"}) as server:
@@ -461,6 +476,11 @@ async def test_headers_go_with_every_request() -> None:
         (lambda: MCPServer.stdio(""), "command must be a program to run"),
         (lambda: MCPServer.stdio("python", "server.py"), "args must be a list of strings, got 'server.py'"),
         (lambda: MCPServer.stdio("python", [1]), "args must all be strings"),
+        (lambda: MCPServer.stdio("python", prefix="!!!"), "prefix '!!!' has no letter or digit"),
+        (
+            lambda: MCPServer.http("http://x/mcp", prefix="p" * 63),
+            "maps to 63 characters; a tool name has at most 64",
+        ),
         (lambda: MCPServer.stdio("python", env={"A": 1}), "env must map names to strings"),
         (lambda: MCPServer.stdio("python", cwd="/no/such/folder"), "cwd '/no/such/folder' is not a folder"),
         (lambda: MCPServer.stdio("python", prefix=""), "prefix must be a non-empty string"),

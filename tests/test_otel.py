@@ -279,6 +279,7 @@ async def test_a_run_that_ends_with_error_has_an_error_status_with_the_message(
     assert (run.attributes or {})["error.type"] == "_OTHER"
     chat = only(spans, "chat ScriptedModel")  # the generation that failed
     assert chat.status.status_code == StatusCode.ERROR
+    assert (chat.attributes or {})["error.type"] == "_OTHER"  # the conventions ask it of an error
     assert "gen_ai.usage.input_tokens" not in (chat.attributes or {})
 
 
@@ -300,13 +301,13 @@ async def test_a_tool_error_and_a_refusal_give_their_spans_an_error_status(
     results = {ev.tool: ev for ev in events if ev.type == "result"}
     spans = exporter.get_finished_spans()
     failed = only(spans, "execute_tool broken")
+    assert results["broken"].error and "no luck with 4" in results["broken"].text
     assert failed.status.status_code == StatusCode.ERROR
-    assert failed.status.description == results["broken"].text
-    assert "no luck with 4" in (failed.status.description or "")
+    assert failed.status.description == "tool_error"  # the result's text only with content on
     assert (failed.attributes or {})["error.type"] == "tool_error"
     refused = only(spans, "execute_tool add")
     assert refused.status.status_code == StatusCode.ERROR
-    assert refused.status.description == "refused: add is off today"
+    assert refused.status.description == "refused"
     assert (refused.attributes or {})["error.type"] == "refused"
     # a tool error is no run error
     assert only(spans, "invoke_agent").status.status_code == StatusCode.UNSET
@@ -323,6 +324,7 @@ async def test_a_hook_that_raises_during_a_call_ends_its_span_with_the_runs_erro
     tool_span = only(exporter.get_finished_spans(), "execute_tool add")
     assert tool_span.status.status_code == StatusCode.ERROR
     assert "hook broke" in (tool_span.status.description or "")
+    assert (tool_span.attributes or {})["error.type"] == "_OTHER"
 
 
 # -- retries --------------------------------------------------------------------
@@ -338,7 +340,9 @@ async def test_a_retry_is_counted_and_an_event_on_the_run_span(
     assert (run.attributes or {})["aerix.retries"] == 1
     (event,) = run.events
     assert event.name == "aerix.retry"
-    assert dict(event.attributes or {}) == {"aerix.turn": 1, "aerix.retry.reason": retry.reason}
+    assert retry.reason.startswith("not JSON")
+    # the reason may quote the model's text: only its kind, without content capture
+    assert dict(event.attributes or {}) == {"aerix.turn": 1, "aerix.retry.reason": "bad turn"}
     chats = by_name(spans, "chat ScriptedModel")
     assert [(c.attributes or {})["gen_ai.response.finish_reasons"] for c in chats] == [("stop",), ("stop",)]
     assert [(c.attributes or {})["aerix.turn"] for c in chats] == [1, 2]
@@ -489,6 +493,68 @@ async def test_capture_content_puts_each_calls_arguments_and_result_on_its_span(
     assert json.loads(str(failed["gen_ai.tool.call.arguments"])) == {"x": 1}
     assert failed["gen_ai.tool.call.result"] == results["broken"]
     assert str(failed["gen_ai.tool.call.result"]).startswith("error:")
+
+
+async def test_with_capture_content_statuses_and_retry_reasons_say_the_text(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    undo = aerix.otel.instrument(tracer_provider=provider, capture_content=True)
+    try:
+        model = ScriptedModel(["not json", Cut(), '{"calls":[{"tool":"broken","input":{"x":4}}]}', FINAL])
+        events = await play(Agent(model=model, tools=[broken]))
+    finally:
+        undo()
+    reasons = [ev.reason for ev in events if ev.type == "retry"]
+    (result,) = [ev for ev in events if ev.type == "result"]
+    spans = exporter.get_finished_spans()
+    assert only(spans, "execute_tool broken").status.description == result.text
+    run_events = only(spans, "invoke_agent").events
+    assert [(e.attributes or {})["aerix.retry.reason"] for e in run_events] == reasons
+
+
+async def test_without_capture_content_no_span_quotes_an_input_a_result_or_the_models_text(
+    traced: None, exporter: InMemorySpanExporter
+) -> None:
+    """Error results quote inputs and earlier results, and retry reasons the model's answer:
+    none of it reaches a span's status or events unless content capture is on."""
+    secret = tool(
+        name="lookup",
+        description="Look a person up.",
+        input={"person": {"type": "string"}},
+        run=lambda i: f"record of {i['person']}: SECRET-1",
+    )
+    call = '{"calls":[{"tool":"lookup","input":{"person":"Alice"}}]}'
+    bad_input = '{"calls":[{"tool":"lookup","input":{"person":["SECRET-2"]}}]}'
+    model = ScriptedModel([bad_input, call, call, '{"final":"SECRET-3"}', Cut(), '{"final":3}'])
+    agent = Agent(model=model, tools=[secret], output=int, constrain=False, limits={"repeats": 0, "turns": 8})
+    events = await play(agent)
+    assert events[-1].type == "final"
+    texts = [ev.text for ev in events if ev.type == "result"] + [
+        ev.reason for ev in events if ev.type == "retry"
+    ]
+    assert all(any(f"SECRET-{n}" in t for t in texts) for n in (1, 2, 3))  # the events do say them
+    for span in exporter.get_finished_spans():
+        said = [span.status.description or "", json.dumps(dict(span.attributes or {}))]
+        said += [json.dumps(dict(e.attributes or {})) for e in span.events]
+        assert not any("SECRET" in text for text in said), span.name
+    reasons = [
+        (e.attributes or {})["aerix.retry.reason"]
+        for e in only(exporter.get_finished_spans(), "invoke_agent").events
+    ]
+    assert reasons == ["bad turn", "cut"]
+
+
+async def test_a_model_whose_name_property_raises_is_traced_by_its_class_name(
+    traced: None, exporter: InMemorySpanExporter
+) -> None:
+    class Nameless(ScriptedModel):
+        @property
+        def name(self) -> str:
+            raise RuntimeError("no name")
+
+    events = await play(Agent(model=Nameless([FINAL])))
+    assert events[-1].type == "final"
+    assert only(exporter.get_finished_spans(), "chat Nameless")
 
 
 async def test_without_capture_content_no_span_carries_an_input_or_a_result(

@@ -120,7 +120,7 @@ async def test_a_pydantic_answer() -> None:
     )
     events = [ev async for ev in agent.run("q")]
     retry = next(e for e in events if isinstance(e, RetryEvent))
-    assert retry.reason.startswith("final: ValidationError") and "too hot to be true" in retry.reason
+    assert retry.reason == "final.high: Value error, too hot to be true"  # its path, one line, no link
     ending = events[-1]
     assert isinstance(ending, FinalEvent) and ending.output == Report(city="Lisbon", high=21)
     assert ending.to_dict()["output"] == {"city": "Lisbon", "high": 21}
@@ -251,3 +251,15 @@ def test_a_server_gets_the_typed_final_in_its_structured_output() -> None:
     sent = body["response_format"]["json_schema"]["schema"]
     assert sent == opts["constraint"]["json"]
     assert sent["anyOf"][0]["properties"]["final"]["properties"]["days"]["type"] == "integer"
+
+
+async def test_a_described_str_answer_is_text_as_str_is() -> None:
+    from typing import Annotated
+
+    model = ScriptedModel(['{"final":"hi"}'])
+    agent = Agent(model=model, output=Annotated[str, "a short answer"])
+    assert "- final (string; required): a short answer" in agent.system
+    events = [ev async for ev in agent.run("go")]
+    final = events[-1]
+    assert isinstance(final, FinalEvent) and final.text == "hi" and final.output == "hi"
+    assert final.to_dict() == {"type": "final", "text": "hi", "thought": None}

@@ -443,3 +443,30 @@ def test_without_llguidance_the_check_is_skipped(monkeypatch: pytest.MonkeyPatch
     schema = {"type": "object", "properties": {"d": {"type": "string", "format": "wobble"}}}
     check_decodable(schema, where="t")
     assert check_schema(schema, where="t") == schema
+
+
+def test_a_percent_escaped_ref_fragment_is_read() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/c%20d"}, "y": {"$ref": "#/$defs/100%"}},
+        "$defs": {"c d": {"type": "integer"}, "100%": {"type": "string"}},
+    }
+    resolved = check_schema(schema, where="t")
+    assert resolved["properties"] == {"x": {"type": "integer"}, "y": {"type": "string"}}
+
+
+def test_a_failed_any_of_names_the_choice_whose_tag_fits() -> None:
+    cat = {
+        "type": "object",
+        "properties": {"kind": {"const": "cat"}, "meow": {"type": "integer"}},
+        "required": ["kind", "meow"],
+    }
+    dog = {
+        "type": "object",
+        "properties": {"kind": {"const": "dog"}, "bark": {"type": "string"}},
+        "required": ["kind", "bark"],
+    }
+    check = compile_validator({"type": "object", "properties": {"pet": {"anyOf": [cat, dog]}}})
+    assert check({"pet": {"kind": "dog", "meow": 1}}) == "input.pet: missing required field 'bark'"
+    assert check({"pet": {"kind": "dog", "bark": 3}}) == "input.pet.bark: expected string, got 3"
+    assert check({"pet": {"kind": "cat", "meow": "x"}}) == 'input.pet.meow: expected integer, got "x"'

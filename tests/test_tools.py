@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Annotated, Any, Literal, NotRequired
 
+import annotated_types as at
 import pydantic
 import pytest
 from typing_extensions import TypedDict
@@ -897,3 +898,170 @@ def test_a_decorated_tool_with_a_type_it_cannot_take_names_the_parameter() -> No
 
     assert info.value.message.startswith("tool 'f': parameter 'odd': items: field 'when' of Odd ")
     assert "has annotation complex; use str, int, float, bool" in info.value.message
+
+
+# -- callables of other kinds, str subclasses, conversion paths (2026-12-03 audit) ----------------
+
+
+def test_a_partial_is_a_tool_without_the_arguments_it_binds() -> None:
+    import functools
+
+    def scale(value: int, factor: int) -> str:
+        """Scale a value.
+
+        Args:
+            value: The value.
+        """
+        return str(value * factor)
+
+    t = tool(functools.partial(scale, factor=3))
+    assert t.name == "scale" and t.description == "Scale a value."
+    assert t.schema["properties"] == {"value": {"type": "integer", "description": "The value."}}
+    assert t.run({"value": 2}, None) == "6"  # type: ignore[arg-type]
+
+
+async def test_a_callable_object_is_a_tool_once_named() -> None:
+    class Echo:
+        async def __call__(self, text: str) -> str:
+            """Say it back."""
+            return text
+
+    with pytest.raises(AerixError, match=r"@tool on a Echo object: it has no function name; give it one"):
+        tool(Echo())
+    t = tool(name="echo")(Echo())
+    assert t.is_async and t.description == "Say it back." and list(t.input) == ["text"]
+    assert await t.run({"text": "hi"}, None) == "hi"  # type: ignore[arg-type]
+
+
+class Colour(str, enum.Enum):  # noqa: UP042  (the mixin that formats as Colour.RED)
+    RED = "red"
+
+
+class Shout(str):
+    def __str__(self) -> str:
+        return "SHOUTED"
+
+
+@pytest.mark.parametrize("value", [Colour.RED, Shout("red")])
+async def test_a_str_subclass_result_is_its_plain_value_for_the_event_and_the_model(value: str) -> None:
+    t = tool(name="paint", description="Paint.", input={}, run=lambda i: value)
+    model = ScriptedModel(['{"calls":[{"tool":"paint","input":{}}]}', '{"final":"ok"}'])
+    events = [ev async for ev in Agent(model=model, tools=[t]).run("go")]
+    (result,) = [ev for ev in events if ev.type == "result"]
+    assert type(result.text) is str and result.text == "red"
+    assert model.calls[1].messages[-1]["content"].endswith("[call_1 paint] red")
+
+
+async def test_hook_strings_of_a_str_subclass_are_their_plain_values() -> None:
+    t = tool(name="paint", description="Paint.", input={}, run=lambda i: "x")
+    call = '{"calls":[{"tool":"paint","input":{}}]}'
+    model = ScriptedModel([call, '{"final":"ok"}'])
+    hooks = {"after_call": lambda c, r: {"result": Colour.RED}}
+    events = [ev async for ev in Agent(model=model, tools=[t], hooks=hooks).run(Shout("go"))]
+    (result,) = [ev for ev in events if ev.type == "result"]
+    assert type(result.text) is str and result.text == "red"
+    assert (
+        model.calls[0].messages[-1]["content"] == "go" and type(model.calls[0].messages[-1]["content"]) is str
+    )
+    denied = ScriptedModel([call, '{"final":"ok"}'])
+    hooks2 = {"before_call": lambda c: {"deny": Colour.RED}}
+    events = [ev async for ev in Agent(model=denied, tools=[t], hooks=hooks2).run("go")]
+    assert [ev.text for ev in events if ev.type == "result"] == ["refused: red"]
+
+
+@dataclasses.dataclass
+class Reading:
+    value: int
+
+    def __post_init__(self) -> None:
+        if self.value < 0:
+            raise ValueError("value must be >= 0")
+
+
+class Item(pydantic.BaseModel):
+    qty: int
+
+    @pydantic.field_validator("qty")
+    @classmethod
+    def positive(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("qty must be positive")
+        return v
+
+
+def test_a_types_own_refusal_names_its_json_path_in_one_line() -> None:
+    def take(readings: list[Reading], items: dict[str, Item]) -> str:
+        return "ok"
+
+    t = tool(take)
+    with pytest.raises(ValueError) as caught:
+        t.run({"readings": [{"value": 1}, {"value": -1}], "items": {}}, None)  # type: ignore[arg-type]
+    assert str(caught.value) == "input.readings[1]: value must be >= 0"
+    with pytest.raises(ValueError) as caught:
+        t.run({"readings": [], "items": {"a b": {"qty": 0}}}, None)  # type: ignore[arg-type]
+    assert str(caught.value) == 'input.items["a b"].qty: Value error, qty must be positive'
+    assert "\n" not in str(caught.value) and "http" not in str(caught.value)
+
+
+async def test_a_refused_conversion_is_the_calls_error_result_with_its_path() -> None:
+    def take(items: list[Item]) -> str:
+        return "ok"
+
+    model = ScriptedModel(
+        ['{"calls":[{"tool":"take","input":{"items":[{"qty":2},{"qty":-1}]}}]}', '{"final":"x"}']
+    )
+    events = [ev async for ev in Agent(model=model, tools=[tool(take)]).run("go")]
+    (result,) = [ev for ev in events if ev.type == "result"]
+    assert result.error and result.text == "error: input.items[1].qty: Value error, qty must be positive"
+
+
+def test_annotated_bounds_become_schema_keywords_and_are_checked() -> None:
+    def pick(
+        n: Annotated[int, at.Ge(1), "how many"],
+        word: Annotated[
+            str, pydantic.Field(min_length=2, max_length=5, pattern="^[a-z]+$", description="a word")
+        ],
+        ids: Annotated[list[int], at.Len(1, 3)],
+        share: Annotated[float, at.Interval(gt=0, le=1)] | None = None,
+    ) -> str:
+        return "ok"
+
+    t = tool(pick)
+    props = t.schema["properties"]
+    assert props["n"] == {"type": "integer", "minimum": 1, "description": "how many"}
+    assert props["word"] == {
+        "type": "string",
+        "minLength": 2,
+        "maxLength": 5,
+        "pattern": "^[a-z]+$",
+        "description": "a word",
+    }
+    assert props["ids"] == {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}
+    assert props["share"] == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+    assert check_input(t, {"n": 0, "word": "ab", "ids": [1]}) == "input.n: expected at least 1, got 0"
+    assert check_input(t, {"n": 1, "word": "ab", "ids": []}) is not None
+
+
+@pytest.mark.parametrize(
+    ("annotation", "message"),
+    [
+        (
+            "Annotated[int, at.MultipleOf(2)]",
+            r"Annotated metadata MultipleOf\(multiple_of=2\) is not supported",
+        ),
+        ("Annotated[int, pydantic.Field(default=3)]", r"Field\(default=...\) in Annotated is not supported"),
+        ("Annotated[str, at.Ge(1)]", r"the bound ge=1 does not apply to a value of type string"),
+        ("Annotated[int, 3]", r"Annotated metadata 3 is not supported"),
+    ],
+)
+def test_annotated_metadata_that_says_nothing_schema_can_is_refused_naming_the_parameter(
+    annotation: str, message: str
+) -> None:
+    hint = eval(annotation, {"Annotated": Annotated, "at": at, "pydantic": pydantic})
+
+    def f(x: int) -> str:
+        return ""
+
+    f.__annotations__["x"] = hint
+    with pytest.raises(AerixError, match=r"tool 'f': parameter 'x': " + message):
+        tool(f)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import pytest
 
 from _tools import TOOL_SETS, clock, convert, weather
-from aerix import Field, Tool, tool
+from aerix import AerixError, Field, Tool, tool
 from aerix._schema import check_decodable
 from aerix.tools import check_input
 from aerix.turn import (
@@ -269,6 +269,12 @@ def test_parse_leaves_input_checks_to_the_call() -> None:
 
 def test_retry_messages() -> None:
     assert "cut off at 64 tokens" in render_retry("x", cut=True, max_tokens=64)
+    assert render_retry("x", cut=True, max_tokens=64).endswith(
+        "one JSON object, at most one call, no thought."
+    )
+    assert render_retry("x", cut=True, max_tokens=64, final_only=True).endswith(
+        "one JSON object, a shorter final answer, no thought."
+    )
     assert "not valid: not JSON" in render_retry("not JSON", cut=False, max_tokens=64)
 
 
@@ -603,3 +609,60 @@ def test_every_turn_schema_compiles_on_the_local_constraint(tools: list[Tool], o
         for short in (False, True):
             schema = turn_schema(tools, choice, short=short, max_tokens=64, calls_per_turn=3, output=output)
             check_decodable(schema, where="the turn schema")  # raises if llguidance cannot take it
+
+
+def test_a_required_key_the_properties_leave_out_is_decoded_and_rendered() -> None:
+    """A `required` key with no `properties` entry takes what `additionalProperties` allows:
+    the closed object that is decoded still admits it, and the system message lists it."""
+    any_value = tool(
+        name="t",
+        description="d",
+        schema={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]},
+        run=lambda i: "",
+    )
+    decoded = input_schema(any_value)
+    assert list(decoded["properties"]) == ["b", "a"] and decoded["properties"]["b"] is True
+    assert decoded["additionalProperties"] is False and decoded["required"] == ["b"]
+    check_decodable(decoded, where="t")
+    assert render_tool(any_value).splitlines()[2:] == [
+        "  - a (integer; optional)",
+        "  - b (any JSON value; required)",
+    ]
+    typed = tool(
+        name="u",
+        description="d",
+        schema={"type": "object", "required": ["b"], "additionalProperties": {"type": "string"}},
+        run=lambda i: "",
+    )
+    assert render_tool(typed).splitlines()[1:3] == ["  input:", "  - b (string; required)"]
+
+
+def test_a_required_key_that_additional_properties_forbids_is_refused() -> None:
+    schema = {"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": False}
+    with pytest.raises(AerixError, match=r"schema.required names 'b', which properties does not list and "):
+        tool(name="t", description="d", schema=schema, run=lambda i: "")
+
+
+def test_a_nullable_container_reads_apart_from_nullable_items() -> None:
+    def kind(schema: dict[str, Any]) -> str:
+        return render_tool(
+            tool(
+                name="t",
+                description="d",
+                schema={"type": "object", "properties": {"x": schema}},
+                run=lambda i: "",
+            )
+        ).splitlines()[2]
+
+    point = {"type": "object", "properties": {"p": {"type": "integer"}}}
+    assert kind({"type": ["array", "null"], "items": point}) == "  - x (array of object, or null; optional)"
+    assert kind({"type": ["array", "null"], "items": {**point, "type": ["object", "null"]}}) == (
+        "  - x (array of (object or null), or null; optional)"
+    )
+    assert kind({"type": ["object", "null"], "additionalProperties": {"type": "integer"}}) == (
+        "  - x (object of any keys, each integer, or null; optional)"
+    )
+    assert (
+        kind({"type": "array", "items": {"type": ["string", "null"]}})
+        == "  - x (array of (string or null); optional)"
+    )

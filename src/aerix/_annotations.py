@@ -26,11 +26,50 @@ from typing import Annotated, Any, Literal, NotRequired, Required, get_args, get
 
 from ._docstring import parse_docstring
 from ._schema import check_schema
-from .errors import AerixError
+from ._validate import is_integer, is_number, key_segment
+from .errors import AerixError, message_of
 
-__all__ = ["Converter", "same", "schema_of", "unwrap"]
+__all__ = ["ConversionError", "Converter", "constrained", "converted", "same", "schema_of", "unwrap"]
 
 Converter = Callable[[Any], Any]
+
+
+class ConversionError(ValueError):
+    """A value that passed its schema's check and that its type refused (a pydantic
+    validator, a dataclass's `__post_init__`), with the JSON path to it:
+    `input.items[1].v: Value error, v must be >= 0`."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+def converted(path: str, convert: Converter, value: Any) -> Any:
+    """`convert(value)`; a refusal from inside it names its JSON path, `path` first."""
+    try:
+        return convert(value)
+    except ConversionError as exc:
+        raise ConversionError(path + exc.path, exc.message) from exc
+    except Exception as exc:
+        where, message = _refusal(exc)
+        raise ConversionError(path + where, message) from exc
+
+
+def _refusal(exc: Exception) -> tuple[str, str]:
+    """Where under the value a type's own check failed, and why, in one line: pydantic's
+    first error (its location, its message, no link), else the exception's message."""
+    errors = getattr(exc, "errors", None)
+    if type(exc).__name__ == "ValidationError" and callable(errors):
+        try:
+            found = errors(include_url=False)
+            first = found[0]
+            where = "".join(f"[{x}]" if isinstance(x, int) else key_segment(str(x)) for x in first["loc"])
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            return where, " ".join(str(first["msg"]).split()) + more
+        except Exception:  # not pydantic's, after all
+            pass
+    return "", " ".join(message_of(exc).split())
 
 
 def same(value: Any) -> Any:
@@ -58,21 +97,30 @@ def _name(annotation: object) -> str:
     return repr(annotation).replace("typing.", "")
 
 
-def unwrap(annotation: Any) -> tuple[Any, str | None, bool]:
+def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dict[str, Any]]:
     """Take `Annotated[...]` and `| None` off an annotation.
 
     Returns:
         The inner annotation, the description (the first string in
-        `Annotated`'s metadata) and whether `None` is allowed.
+        `Annotated`'s metadata, or a pydantic `Field`'s description), whether
+        `None` is allowed, and the bounds the metadata sets (`annotated_types`'
+        `Ge(1)`, `MaxLen(5)`, …, or a pydantic `Field(ge=1)`), as `constrained`
+        takes them.
+
+    Raises:
+        AerixError: `kind="options"`, naming `where`, for metadata that is neither.
     """
     description = None
     nullable = False
+    bounds: dict[str, Any] = {}
     while True:
         origin = get_origin(annotation)
         if origin is Annotated:
             inner, *meta = get_args(annotation)
-            if description is None:
-                description = next((m for m in meta if isinstance(m, str)), None)
+            for m in meta:
+                said, more = _metadata(m, where)
+                description = said if description is None else description
+                bounds = {**more, **bounds}  # the outer Annotated's bound wins
             annotation = inner
         elif origin is Required or origin is NotRequired:  # a TypedDict key's: read by `_required_key`
             (annotation,) = get_args(annotation)
@@ -80,10 +128,79 @@ def unwrap(annotation: Any) -> tuple[Any, str | None, bool]:
             args = get_args(annotation)
             rest = [a for a in args if a is not type(None)]
             if len(rest) != 1 or len(args) != 2:
-                return annotation, description, nullable
+                return annotation, description, nullable, bounds
             annotation, nullable = rest[0], True
         else:
-            return annotation, description, nullable
+            return annotation, description, nullable, bounds
+
+
+_BOUNDS = ("gt", "ge", "lt", "le", "min_length", "max_length", "pattern")
+"""The constraints of `annotated_types` (and pydantic's `Field`) that a schema can say."""
+_FIELD_KEEPS = frozenset({"description", "title", "examples", *_BOUNDS})
+"""What a pydantic `Field(...)` in `Annotated` may set: its description and bounds (its
+`title` and `examples` say nothing the model reads)."""
+
+
+def _metadata(meta: object, where: str) -> tuple[str | None, dict[str, Any]]:
+    """One item of `Annotated`'s metadata: a description, or bounds (`unwrap`)."""
+    if isinstance(meta, str):
+        return meta, {}
+    module = type(meta).__module__
+    if type(meta).__name__ == "FieldInfo" and module.startswith("pydantic"):
+        given = set(getattr(meta, "_attributes_set", {}))
+        if extra := sorted(given - _FIELD_KEEPS):
+            raise AerixError(
+                "options",
+                f"{where}: Field({extra[0]}=...) in Annotated is not supported; a Field there may "
+                "give a description and bounds (gt, ge, lt, le, min_length, max_length, pattern); "
+                "put a default in the signature",
+            )
+        bounds: dict[str, Any] = {}
+        for m in getattr(meta, "metadata", ()):
+            bounds.update(_metadata(m, where)[1])
+        said = getattr(meta, "description", None)
+        return (said if isinstance(said, str) else None), bounds
+    if module.startswith(("annotated_types", "pydantic")):
+        if dataclasses.is_dataclass(meta):
+            found = {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)}
+        else:
+            found = dict(getattr(meta, "__dict__", {}))
+        values = {k: v for k, v in found.items() if v is not None}
+        if values.get("min_length") == 0:  # `Len()`: at least no items is no bound
+            del values["min_length"]
+        if found and set(values) <= set(_BOUNDS):
+            return None, values
+    raise AerixError(
+        "options",
+        f"{where}: Annotated metadata {meta!r} is not supported; give a description string, "
+        "annotated_types bounds (Ge, Gt, Le, Lt, Interval, MinLen, MaxLen, Len) or a pydantic "
+        "Field with a description and bounds",
+    )
+
+
+_BOUND_KEYWORDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+
+
+def constrained(schema: dict[str, Any], bounds: dict[str, Any], where: str) -> dict[str, Any]:
+    """`schema` with the bounds from `unwrap` as JSON Schema keywords, checked for its type:
+    `ge` → `minimum`, `min_length` → `minLength` (a string) or `minItems` (an array), …"""
+    if not bounds:
+        return schema
+    kind = schema.get("type")
+    out = dict(schema)
+    for key, value in bounds.items():
+        if key in _BOUND_KEYWORDS and kind in ("integer", "number") and is_number(value):
+            out[_BOUND_KEYWORDS[key]] = value
+        elif key in ("min_length", "max_length") and kind in ("string", "array") and is_integer(value):
+            side = "min" if key == "min_length" else "max"
+            out[f"{side}{'Length' if kind == 'string' else 'Items'}"] = value
+        elif key == "pattern" and kind == "string" and isinstance(value, str):
+            out["pattern"] = value
+        else:
+            raise AerixError(
+                "options", f"{where}: the bound {key}={value!r} does not apply to a value of type {kind}"
+            )
+    return check_schema(out, where=where)
 
 
 def schema_of(annotation: object, *, where: str) -> tuple[dict[str, Any], Converter]:
@@ -111,8 +228,9 @@ class _Mapper:
         self._open: list[type] = []
 
     def schema(self, ann: Any, where: str) -> tuple[dict[str, Any], Converter]:
-        inner, description, nullable = unwrap(ann)
+        inner, description, nullable, bounds = unwrap(ann, where)
         schema, convert = self._inner(inner, where)
+        schema = constrained(schema, bounds, where)
         if nullable:
             schema, convert = _nullable(schema), _or_none(convert)
         if description is not None:
@@ -138,7 +256,9 @@ class _Mapper:
             items, convert = self.schema(item, f"{where}: items")
             if convert is same:
                 return {"type": "array", "items": items}, same
-            return {"type": "array", "items": items}, lambda v: [convert(x) for x in v]
+            return {"type": "array", "items": items}, lambda v: [
+                converted(f"[{i}]", convert, x) for i, x in enumerate(v)
+            ]
         if origin is dict:
             args = get_args(ann)
             if len(args) != 2 or args[0] is not str:
@@ -147,7 +267,7 @@ class _Mapper:
             schema = {"type": "object", "additionalProperties": values}
             if convert is same:
                 return schema, same
-            return schema, lambda v: {k: convert(x) for k, x in v.items()}
+            return schema, lambda v: {k: converted(key_segment(k), convert, x) for k, x in v.items()}
         if not isinstance(ann, type):
             raise _bad(where, ann)
         if issubclass(ann, enum.Enum):
@@ -169,7 +289,8 @@ class _Mapper:
             raw = cls.model_json_schema()  # type: ignore[attr-defined]
         except Exception as exc:  # pydantic refuses some types (PydanticInvalidForJsonSchema)
             raise AerixError("options", f"{where}: {cls.__qualname__} has no JSON Schema: {exc}") from None
-        return check_schema(raw, where=f"{where}: {cls.__qualname__}"), cls.model_validate  # type: ignore[attr-defined]
+        schema = check_schema(_undiscriminated(raw), where=f"{where}: {cls.__qualname__}")
+        return schema, cls.model_validate  # type: ignore[attr-defined]
 
     def _record(self, cls: type, where: str, *, dataclass: bool) -> tuple[dict[str, Any], Converter]:
         """A dataclass or a TypedDict: an object with a property per field."""
@@ -215,6 +336,20 @@ class _Mapper:
         return schema, (_convert_keys(converters) if converters else same)
 
 
+def _undiscriminated(schema: Any) -> Any:
+    """Pydantic's schema without OpenAPI's `discriminator` (a discriminated union's): a hint
+    for readers, which the choices' own `const` tags already enforce."""
+    if isinstance(schema, list):
+        return [_undiscriminated(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        k: _undiscriminated(v)
+        for k, v in schema.items()
+        if not (k == "discriminator" and isinstance(v, dict) and "propertyName" in v)
+    }
+
+
 def _required_key(cls: type, name: str, hint: Any) -> bool:
     """Whether a TypedDict key is required; `Required`/`NotRequired` are read from the hint too,
     since under `from __future__ import annotations` Python 3.11 does not see them."""
@@ -235,7 +370,7 @@ def _build(cls: type, converters: list[tuple[str, Converter]]) -> Converter:
         args = dict(v)
         for name, convert in converters:
             if name in args:
-                args[name] = convert(args[name])
+                args[name] = converted(key_segment(name), convert, args[name])
         return cls(**args)
 
     return build
@@ -246,7 +381,7 @@ def _convert_keys(converters: list[tuple[str, Converter]]) -> Converter:
         out = dict(v)
         for name, c in converters:
             if name in out:
-                out[name] = c(out[name])
+                out[name] = converted(key_segment(name), c, out[name])
         return out
 
     return convert

@@ -46,6 +46,8 @@ def check_agent_options(
         )
     if not isinstance(instructions, str):
         raise AerixError("options", f"instructions must be a string, got {type(instructions).__name__}")
+    if (problem := unencodable(instructions)) is not None:
+        raise AerixError("options", f"instructions{problem}")
     if not isinstance(constrain, bool):
         raise AerixError("options", f"constrain must be True or False, got {constrain!r}")
     if not isinstance(concurrent_calls, bool):

@@ -121,10 +121,14 @@ def _output(value: str) -> type | dict[str, Any]:
         return _TYPES[value]
     text = value
     if value.startswith("@"):
+        if not value[1:]:
+            raise argparse.ArgumentTypeError("@ needs a file name: @schema.json")
         try:
-            text = Path(value[1:]).read_text()
+            text = Path(value[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise argparse.ArgumentTypeError(f"cannot read {value[1:]!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"{value[1:]!r} is not UTF-8 text: {exc.reason}") from None
     try:
         schema = json.loads(text)
     except (ValueError, RecursionError):  # not JSON, or nested past what Python parses

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import aerix
 from aerix import AbortController, AbortSignal, Agent
 
+from ._checks import unencodable
 from ._cli_flags import cli_hints
 from ._console import Printer
 
@@ -33,6 +34,9 @@ class CtrlC:
         self._installed = False
         self._holding = False
         self._held = False
+        self._quit = False
+        """A Ctrl-C asked to quit: its `KeyboardInterrupt` may have been swallowed (raised in a
+        ctypes callback while llama.cpp loads a model), so `check` raises it again."""
 
     def __enter__(self) -> CtrlC:
         if threading.current_thread() is threading.main_thread():
@@ -73,7 +77,13 @@ class CtrlC:
         if controller is not None and not controller.signal.aborted:
             controller.abort(ABORT_REASON)
             return
+        self._quit = True
         raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Quit now if a Ctrl-C asked to and its `KeyboardInterrupt` got lost on the way."""
+        if self._quit:
+            raise KeyboardInterrupt
 
 
 async def _drive(agent: Agent, prompt: str, printer: Printer, signal: AbortSignal) -> aerix.AgentEvent | None:
@@ -135,6 +145,9 @@ def chat(
                 printer.note("(conversation forgotten)")
             else:
                 printer.note(f"(unknown command {text}; {_HELP})")
+            continue
+        if (problem := unencodable(text)) is not None:  # bytes that are not UTF-8, say
+            printer.note(f"(not sent: the line{problem})")
             continue
         with ctrl_c.run() as signal:
             runner.run(_drive(agent, text, printer, signal))

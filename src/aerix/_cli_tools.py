@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Refused", "check_unique", "mcp_server", "pick_tools"]
 
-_PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_]*)=(?P<rest>.*)$", re.DOTALL)
+_PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_.-]*)=(?P<rest>.*)$", re.DOTALL)
 _OWN = "for your own tools give MODULE:FUNCTION, MODULE:* or path/to/file.py"
 
 

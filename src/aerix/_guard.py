@@ -94,6 +94,11 @@ class Consumer:
                 task.add_done_callback(self._done)
             self._task = task
 
+    @property
+    def task(self) -> asyncio.Task[Any] | None:
+        """The task the consumer has an event in, if it has one."""
+        return self._task
+
     def abandoned(self) -> bool:
         """Whether the consumer's task ended cancelled while it had an event."""
         return self._task is not None and self._task.cancelled()

@@ -33,7 +33,7 @@ async def before_call(hooks: Hooks, call: Call) -> tuple[Call, str | None]:
     if key == "deny":
         if (problem := unencodable(value)) is not None:
             raise HookError(f"hook before_call: the deny reason{problem}")
-        return call, f"refused: {value}"
+        return call, f"refused: {str.__str__(value)}"  # a str subclass's own value
     return replace(call, input=json_copy(value)), None  # the hook's own dict stays the hook's
 
 
@@ -44,7 +44,7 @@ async def after_call(hooks: Hooks, call: Call, text: str) -> str:
     replaced = check_after_call(await _call("after_call", hooks.after_call, call, text))
     if replaced is not None and (problem := unencodable(replaced)) is not None:
         raise HookError(f"hook after_call: the replacement result{problem}")
-    return text if replaced is None else replaced
+    return text if replaced is None else str.__str__(replaced)  # a str subclass's own value
 
 
 async def on_final(hooks: Hooks, text: str, signal: AbortSignal) -> str | None:
@@ -60,7 +60,7 @@ async def on_final(hooks: Hooks, text: str, signal: AbortSignal) -> str | None:
         raise Aborted
     if more is not None and (problem := unencodable(more)) is not None:
         raise HookError(f"hook on_final: the continue text{problem}")
-    return more
+    return None if more is None else str.__str__(more)  # a str subclass's own value
 
 
 async def _call(name: str, fn: Callable[..., Any], *args: Any) -> Any:

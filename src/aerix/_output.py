@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
-from ._annotations import Converter, same, schema_of
+from ._annotations import ConversionError, Converter, converted, same, schema_of
 from ._schema import check_decodable, check_schema, compile_validator
-from .errors import AerixError, describe
+from .errors import AerixError
 from .tools import Tool
 from .turn import BadTurn, Turn, parse_turn
 
@@ -39,12 +39,17 @@ class Output:
         AerixError: `kind="options"`, naming what was given and what is allowed.
     """
 
-    __slots__ = ("_check", "_convert", "schema")
+    __slots__ = ("_check", "_convert", "_text", "schema")
 
     def __init__(self, output: object, *, decodable: bool = True) -> None:
         self.schema: dict[str, Any] | None = None
         """The answer's JSON Schema; `None` for a text answer (`str`)."""
         self._convert: Converter = same
+        bare = output
+        while get_origin(bare) is Annotated:
+            bare = get_args(bare)[0]
+        self._text = bare is str
+        """`str` described (`Annotated[str, "text"]`): typed for its description, read as text."""
         if output is str:
             self._check = None
             return
@@ -79,7 +84,9 @@ class Output:
         if problem is not None:
             return BadTurn(reason=problem)
         try:
-            value = self._convert(turn.value)
-        except Exception as exc:  # a model's own validator, e.g. pydantic's
-            return BadTurn(reason=f"final: {describe(exc)}")
+            value = converted("final", self._convert, turn.value)
+        except ConversionError as exc:  # the type's own check, e.g. a pydantic validator
+            return BadTurn(reason=str(exc))
+        if self._text:  # the final's text is the string itself, as for `str`
+            return dataclasses.replace(turn, final=value, value=value)
         return dataclasses.replace(turn, value=value)

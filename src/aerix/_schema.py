@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from ._validate import (
     Validator,
@@ -147,6 +148,13 @@ def _check_node(node: object, path: str, where: str) -> None:
         req = node["required"]
         if not isinstance(req, list) or not all(isinstance(r, str) for r in req) or len(set(req)) != len(req):
             raise _bad(f"{at}.required must be a list of distinct property names, got {short(req)}")
+        listed = node.get("properties", {})
+        forbidden = [r for r in req if r not in listed] if node.get("additionalProperties") is False else []
+        if forbidden and isinstance(listed, dict):
+            raise _bad(
+                f"{at}.required names {forbidden[0]!r}, which properties does not list and "
+                "additionalProperties (false) forbids; no value can fit"
+            )
     for name in ("properties", "$defs"):
         if name in node and not (
             isinstance(node[name], dict) and all(isinstance(k, str) for k in node[name])
@@ -223,8 +231,10 @@ def _resolve(ref: str, root: dict[str, Any], path: str, where: str) -> Any:
     pointer = ref[1:]
     if pointer and not pointer.startswith("/"):
         raise _bad(f"{where}: {path} {ref!r} is not a JSON pointer; write '#/$defs/<name>'")
-    for part in pointer.split("/")[1:] if pointer else ():
-        part = part.replace("~1", "/").replace("~0", "~")
+    for raw in pointer.split("/")[1:] if pointer else ():
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part not in node:  # a URI fragment's %-escapes (`c%20d`)
+            part = unquote(raw).replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):

@@ -39,13 +39,16 @@ def key_segment(name: str) -> str:
 class _Fail:
     """A failed check: what is wrong, and the path to it, built backwards as it unwinds."""
 
-    __slots__ = ("expected", "message", "segments")
+    __slots__ = ("expected", "message", "segments", "tag")
 
-    def __init__(self, message: str, expected: tuple[str, ...] | None = None) -> None:
+    def __init__(self, message: str, expected: tuple[str, ...] | None = None, *, tag: bool = False) -> None:
         self.message = message
         self.segments: list[str] = []
         self.expected = expected
         """What a type, `const` or `enum` check wanted, when that is what failed (anyOf merges them)."""
+        self.tag = tag
+        """A `const` or `enum` check failed: below the root of an anyOf's choice, the value
+        names another choice (`"kind": "dog"` against the cat's)."""
 
     def at(self, segment: str) -> _Fail:
         self.segments.append(segment)
@@ -225,7 +228,7 @@ def _const_check(const: object) -> _Check:
     text = short(const)
 
     def check(v: Any) -> _Fail | None:
-        return None if _tag(v) == key else _Fail(f"expected {text}, got {short(v)}", (text,))
+        return None if _tag(v) == key else _Fail(f"expected {text}, got {short(v)}", (text,), tag=True)
 
     return check
 
@@ -236,7 +239,9 @@ def _enum_check(values: list[Any]) -> _Check:
 
     def check(v: Any) -> _Fail | None:
         return (
-            None if _tag(v) in keys else _Fail(f"expected one of {text}, got {short(v)}", (f"one of {text}",))
+            None
+            if _tag(v) in keys
+            else _Fail(f"expected one of {text}, got {short(v)}", (f"one of {text}",), tag=True)
         )
 
     return check
@@ -358,8 +363,8 @@ def _object_check(schema: Mapping[str, Any], *, typed: bool) -> _Check:
 def _merge(fails: list[_Fail], value: object, choices: int) -> _Fail:
     """One failure for a value that fits none of anyOf's (or oneOf's) choices."""
     past_type = [f for f in fails if f.expected is None or f.segments]
-    if past_type:  # a choice whose type fits says best what is wrong
-        return max(past_type, key=lambda f: len(f.segments))
+    if past_type:  # a choice whose type fits says best what is wrong, unless its tag is another's
+        return max(past_type, key=lambda f: (not (f.tag and f.segments), len(f.segments)))
     wanted = list(dict.fromkeys(t for f in fails for t in f.expected or ()))
     if len(wanted) <= 4:
         return _Fail(f"expected {' or '.join(wanted)}, got {short(value)}", tuple(wanted))

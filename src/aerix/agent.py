@@ -235,8 +235,21 @@ class Agent:
             AerixError: `kind="end"` (with `.reason` and `.events`) if the run
                 ended without a final; `kind="busy"` or `kind="options"` as `run`.
         """
+        await self._settle()
         events: list[AgentEvent] = [ev async for ev in self.run(prompt, signal=signal)]
         return answer_of(events)
+
+    async def _settle(self) -> None:
+        """Let a run that this task left (an `async for` that a timeout or an exception broke
+        out of) close before a new one starts. Python does not close an async generator that
+        a loop body left; once nothing holds it, the event loop closes it at its next turns."""
+        run = self._current
+        for _ in range(3):
+            if run is None or run is not self._current or run.consumer is None:
+                return
+            if run.consumer.task is not asyncio.current_task():  # another task's: truly busy
+                return
+            await asyncio.sleep(0)
 
     def run_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Iterator[AgentEvent]:
         """`run` for code without an event loop (or inside one: a notebook).
@@ -371,7 +384,7 @@ class Agent:
             unfollow=controller.follow(user_signal),
             guard=None if user_signal is None else Guard(controller.signal),
             choice=self._tool_choice,
-            pending=[{"role": "user", "content": prompt}],
+            pending=[{"role": "user", "content": str.__str__(prompt)}],  # a plain str, the same text
         )
         self._current = run
         return run
@@ -428,7 +441,15 @@ class Agent:
         run.short = run.short or cut
         run.retry = [
             {"role": "assistant", "content": run.reply.text},
-            {"role": "user", "content": render_retry(reason, cut=cut, max_tokens=limits.max_tokens)},
+            {
+                "role": "user",
+                "content": render_retry(
+                    reason,
+                    cut=cut,
+                    max_tokens=limits.max_tokens,
+                    final_only=run.choice == "none" or not self._tool_list,
+                ),
+            },
         ]
         return RetryEvent(turn=run.generation, reason=reason)
 

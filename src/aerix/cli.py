@@ -28,6 +28,7 @@ import aerix
 import aerix.engines
 from aerix import AerixError, Agent, Limits, Model
 
+from ._checks import unencodable
 from ._cli_flags import (
     API_KEY_ENV,
     DEFAULT_INSTRUCTIONS,
@@ -85,6 +86,7 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
             owned: Model | None = None
             try:
                 agent, owned = _setup(args, model, spinner, runner, servers)
+                ctrl_c.check()  # a Ctrl-C while the model loaded
                 if args.command == "run":
                     return run_prompt(agent, prompt, printer, ctrl_c, runner, json=args.json)
                 name = args.server or args.model or DEFAULT_MODEL
@@ -326,6 +328,8 @@ def _prompt(text: str) -> str:
         text = sys.stdin.read().strip()
     if not text.strip():
         raise Failure("the prompt is empty", 2)
+    if (problem := unencodable(text)) is not None:  # bytes that are not UTF-8, say
+        raise Failure(f"the prompt{problem}", 2)
     return text
 
 

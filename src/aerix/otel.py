@@ -234,7 +234,11 @@ class _RunSpans:
     def _retry(self, ev: RetryEvent) -> None:
         self._retries += 1
         self._generating = True
-        self._run.add_event("aerix.retry", {"aerix.turn": ev.turn, "aerix.retry.reason": ev.reason})
+        # A reason may quote the model's text (`expected integer, got "…"`): only with content on.
+        reason = (
+            ev.reason if self._capture else _CUT.strip(": ") if ev.reason.startswith(_CUT) else "bad turn"
+        )
+        self._run.add_event("aerix.retry", {"aerix.turn": ev.turn, "aerix.retry.reason": reason})
 
     def fail(self, exc: Exception) -> None:
         """The run raised `exc` (not a cancellation, not the consumer leaving)."""
@@ -289,7 +293,7 @@ class _RunSpans:
 
     def _engine_stats(self, span: Span, ev: UsageEvent) -> None:
         """What the engine says the generation cost (`LlamaCpp.last_stats`), where it says it."""
-        stats = getattr(self._model, "last_stats", None)
+        stats = _attr(self._model, "last_stats")
         if stats is None:
             return
         # on an engine shared by several agents another generation may have ended since: only this one's
@@ -339,8 +343,10 @@ class _RunSpans:
         if self._capture:
             span.set_attribute("gen_ai.tool.call.result", ev.text)
         if ev.error:
-            span.set_attribute("error.type", "refused" if ev.text.startswith("refused:") else "tool_error")
-            span.set_status(Status(StatusCode.ERROR, ev.text))
+            kind = "refused" if ev.text.startswith("refused:") else "tool_error"
+            span.set_attribute("error.type", kind)
+            # The result may quote the input or an earlier result: only with content on.
+            span.set_status(Status(StatusCode.ERROR, ev.text if self._capture else kind))
         span.end()
         self._current_tool()
         if self._calls_left == 0 and self._turns < self._max_turns:
@@ -359,6 +365,7 @@ class _RunSpans:
             status = Status(StatusCode.ERROR, ev.message)
             for span in (self._chat, *(s for s, _ in self._tools.values())):
                 if span is not None:
+                    span.set_attribute("error.type", "_OTHER")
                     span.set_status(status)
             self._run.set_attribute("error.type", "_OTHER")
             self._run.set_status(status)
@@ -379,9 +386,17 @@ _HANDLERS: dict[type, Callable[[_RunSpans, Any], None]] = {
 """What each kind of event does to the spans (one dict look-up per event)."""
 
 
+def _attr(model: object, name: str) -> Any:
+    """A model's attribute, or `None`, also where its property raises: tracing never fails a run."""
+    try:
+        return getattr(model, name, None)
+    except Exception:
+        return None
+
+
 def _model_name(model: object) -> str:
     """`{model}` in `chat {model}`: the model's `name` attribute, else its class name."""
-    name = getattr(model, "name", None)
+    name = _attr(model, "name")
     return name if isinstance(name, str) and name else type(model).__name__
 
 
@@ -395,7 +410,7 @@ def _provider(model: object) -> str:
 
 def _server(model: object) -> dict[str, Any]:
     """`server.address` and `server.port` of a model behind a URL (`base_url`), else nothing."""
-    url = getattr(model, "base_url", None)
+    url = _attr(model, "base_url")
     if not isinstance(url, str):
         return {}
     try:

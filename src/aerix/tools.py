@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 import json
 import re
@@ -21,10 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
-from ._annotations import Converter, same, schema_of, unwrap
+from ._annotations import Converter, constrained, converted, same, schema_of, unwrap
 from ._docstring import parse_docstring
 from ._fields import Field, FieldType, check_fields, field_of, fields_schema
 from ._schema import Validator, check_schema, compile_validator, short
+from ._validate import key_segment
 from ._workers import workers
 from .abort import AbortSignal
 from .errors import AerixError, message_of
@@ -178,13 +180,37 @@ def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
     return run, is_async
 
 
+def _source(fn: Callable[..., Any]) -> Any:
+    """What annotates and documents `fn`: a partial's function (the arguments it binds are
+    no fields: `_bound`), a callable object's `__call__`, else `fn` itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return fn
+    return type(fn).__call__  # a callable object's
+
+
+def _bound(fn: Callable[..., Any]) -> set[str]:
+    """The keyword arguments a partial (or partials of partials) already gives."""
+    bound: set[str] = set()
+    while isinstance(fn, functools.partial):
+        bound |= set(fn.keywords)
+        fn = fn.func
+    return bound
+
+
 def _from_function(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     if not callable(fn):
         raise _bad(f"@tool expects a function, got {type(fn).__name__}")
-    fn_name = name if name is not None else getattr(fn, "__name__", repr(fn))
-    doc = parse_docstring(inspect.getdoc(fn))
+    source = _source(fn)
+    if name is None and source is not fn and not isinstance(fn, functools.partial):
+        raise _bad(
+            f"@tool on a {type(fn).__name__} object: it has no function name; give it one: @tool(name=...)"
+        )
+    fn_name = name if name is not None else getattr(source, "__name__", type(fn).__name__)
+    doc = parse_docstring(inspect.getdoc(source))
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = typing.get_type_hints(source, include_extras=True)
     except Exception as exc:  # an unresolvable forward reference
         raise _bad(f"tool {fn_name!r}: cannot resolve the type hints: {exc}") from exc
     properties: dict[str, Any] = {}
@@ -192,7 +218,10 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
     converters: dict[str, Converter] = {}
     absent: dict[str, None] = {}  # optional parameters without a default: they get None
     cx_param: str | None = None
+    bound = _bound(fn)
     for p in inspect.signature(fn).parameters.values():
+        if p.name in bound:  # a partial's keyword argument: given already, not the model's
+            continue
         ann = hints.get(p.name, inspect.Parameter.empty)
         if p.name == "cx" or ann is ToolContext:
             if cx_param is not None:
@@ -209,8 +238,10 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
                 f"tool {fn_name!r}: parameter {p.name!r} needs a type annotation "
                 "(str, int, float, bool, a Literal, list[T], a dataclass, ...)"
             )
-        inner, described, nullable = unwrap(ann)
-        schema, convert = schema_of(inner, where=f"tool {fn_name!r}: parameter {p.name!r}")
+        where = f"tool {fn_name!r}: parameter {p.name!r}"
+        inner, described, nullable, bounds = unwrap(ann, where)
+        schema, convert = schema_of(inner, where=where)
+        schema = constrained(schema, bounds, where)
         described = doc.params.get(p.name, described) if described is None else described
         if described:
             schema = {**schema, "description": described}
@@ -223,7 +254,7 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
             converters[p.name] = convert
     schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
     fields = {n: field_of(s, n in required) for n, s in properties.items()}
-    is_async = inspect.iscoroutinefunction(fn)
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(source)
     run = _caller(fn, cx_param, converters, absent, is_async)
     summary = doc.description if description is None else description
     made = _make(fn_name, summary, {}, run, is_async)  # checks the name, the description and run
@@ -244,8 +275,8 @@ def _caller(
         def arguments(input: dict[str, Any]) -> dict[str, Any]:
             args = {**absent, **input}
             for key, convert in converters.items():
-                if key in input:
-                    args[key] = convert(args[key])
+                if key in input:  # a refusal names its path: input.items[1].v: …
+                    args[key] = converted("input" + key_segment(key), convert, args[key])
             return args
 
     if is_async:
@@ -356,9 +387,10 @@ _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 def result_text(value: object) -> tuple[str, bool]:
-    """A tool's return value as result text: a `str` as is, anything else as JSON."""
+    """A tool's return value as result text: a `str` as is (a subclass's value as a plain
+    `str`: a `StrEnum` member reads as its value, everywhere alike), anything else as JSON."""
     if isinstance(value, str):
-        return value, False
+        return str.__str__(value), False
     try:
         return _encode(value), False
     except (TypeError, ValueError, RecursionError) as exc:

@@ -133,7 +133,7 @@ def _notes(schema: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-def _shape(schema: Mapping[str, Any], indent: str) -> tuple[str, list[str], list[str]]:
+def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str], list[str]]:
     """How a value of `schema` reads: its kind (`string`, `array of object`, …), the notes on
     it, and the lines of its sub-fields, indented by `indent`."""
     if isinstance(schema, bool):  # `true` takes any value, `false` none
@@ -155,29 +155,40 @@ def _shape(schema: Mapping[str, Any], indent: str) -> tuple[str, list[str], list
     items = schema.get("items")
     if "array" in kinds and isinstance(items, Mapping):
         kind, item_notes, lines_of_items = _shape(items, indent)
-        kinds[kinds.index("array")] = f"array of {kind}"
+        kinds[kinds.index("array")] = f"array of {_grouped(kind)}"
         notes += [f"each {n}" for n in item_notes]
         lines += lines_of_items
     properties = schema.get("properties")
-    if isinstance(properties, Mapping) and properties:
-        required = schema.get("required") or ()
-        for name, sub in properties.items():
+    named: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required") or ()
+    unnamed = [str(name) for name in required if name not in named]  # what additionalProperties allows
+    if named or unnamed:
+        for name, sub in named.items():
             lines += _field_lines(str(name), sub, name in required, indent)
-        extra = schema.get("additionalProperties")
+        extra = schema.get("additionalProperties", True)
+        for name in unnamed:
+            lines += _field_lines(name, extra, True, indent)
         if isinstance(extra, Mapping):
             kind, _, sub_lines = _shape(extra, indent + "  ")
             lines.append(f"{indent}- any other key ({kind})")
             lines += sub_lines
     elif isinstance(schema.get("additionalProperties"), Mapping) and "object" in kinds:
         kind, value_notes, sub_lines = _shape(schema["additionalProperties"], indent)
-        kinds[kinds.index("object")] = f"object of any keys, each {kind}"
+        kinds[kinds.index("object")] = f"object of any keys, each {_grouped(kind)}"
         notes += [f"each {n}" for n in value_notes]
         lines += sub_lines
     unique = list(dict.fromkeys(kinds))
-    return " or ".join(unique) if unique else "any JSON value", notes, lines
+    # `array of object, or null`: a comma keeps the container's own options apart from its items'
+    joint = ", or " if any(" of " in k for k in unique) else " or "
+    return joint.join(unique) if unique else "any JSON value", notes, lines
 
 
-def _field_lines(name: str, schema: Mapping[str, Any], required: bool, indent: str) -> list[str]:
+def _grouped(kind: str) -> str:
+    """An item's kind inside its container's: `(object or null)` when it has options."""
+    return f"({kind})" if " or " in kind and not kind.startswith("one of ") else kind
+
+
+def _field_lines(name: str, schema: Mapping[str, Any] | bool, required: bool, indent: str) -> list[str]:
     """One field as the system message lists it, then its sub-fields, indented two more."""
     kind, notes, sub = _shape(schema, indent + "  ")
     line = f"{indent}- {name} ({'; '.join([kind, 'required' if required else 'optional', *notes])})"
@@ -191,7 +202,7 @@ def render_tool(t: Tool) -> str:
     head = f"- {t.name}: {t.description}" if t.description else f"- {t.name}"
     schema = _input_of(t)
     properties = schema.get("properties")
-    if isinstance(properties, Mapping) and properties:
+    if (isinstance(properties, Mapping) and properties) or schema.get("required"):
         return "\n".join([head, "  input:", *_shape(schema, "  ")[2]])
     if not (
         isinstance(schema.get("additionalProperties"), Mapping) or "anyOf" in schema or "oneOf" in schema
@@ -309,8 +320,16 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
     properties = schema.get("properties")
     if isinstance(properties, Mapping):
         required = schema.get("required") or ()
-        order = [n for n in properties if n in required] + [n for n in properties if n not in required]
-        out["properties"] = {n: _decoded(properties[n], bounded) for n in order}
+        named = {n: _decoded(properties[n], bounded) for n in properties}
+        # A required key that the properties leave out takes what `additionalProperties`
+        # allows (any value when it is left out), named so that the closed object admits it.
+        extra = schema.get("additionalProperties", True)
+        unnamed = {n: _decoded(extra, bounded) for n in required if n not in properties}
+        out["properties"] = {
+            **{n: named[n] for n in properties if n in required},
+            **unnamed,
+            **{n: named[n] for n in properties if n not in required},
+        }
         out.setdefault("additionalProperties", False)
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), Mapping):
@@ -578,11 +597,12 @@ def render_results(results: Sequence[tuple[str, str, str]], dropped: int = 0) ->
     return "\n".join(lines)
 
 
-def render_retry(reason: str, *, cut: bool, max_tokens: int) -> str:
-    """The user message that asks for a turn again."""
+def render_retry(reason: str, *, cut: bool, max_tokens: int, final_only: bool = False) -> str:
+    """The user message that asks for a turn again (`final_only`: a turn that may only answer)."""
     if cut:
+        shape = "a shorter final answer" if final_only else "at most one call"
         return (
             f"Your last turn was cut off at {max_tokens} tokens before its JSON closed. "
-            "Answer again with a shorter turn: one JSON object, at most one call, no thought."
+            f"Answer again with a shorter turn: one JSON object, {shape}, no thought."
         )
     return f"Your last turn was not valid: {reason}. Answer again with one JSON object."

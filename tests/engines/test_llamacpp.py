@@ -405,6 +405,14 @@ def test_text_stream_joins_split_characters_and_holds_stop_prefixes() -> None:
     assert s.push(b"nd> tail") == "" and s.stopped
     s = TextStream(["</end>"])
     assert s.push(b"ok </e") == "ok " and s.flush() == "</e"
+    # cut between a character's bytes (max_tokens): its first bytes are left out, not U+FFFD
+    s = TextStream()
+    assert s.push("ok 🎉".encode()[:-2]) == "ok " and s.flush() == ""
+    s = TextStream(["</end>"])
+    assert s.push(b"ok </e" + "日".encode()[:1]) == "ok " and s.flush() == "</e"
+    # bytes that are no UTF-8 anywhere still show as U+FFFD
+    s = TextStream()
+    assert s.push(b"a\xffb") + s.flush() == "a\ufffdb"
 
 
 # -- constraint -------------------------------------------------------------------

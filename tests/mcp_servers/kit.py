@@ -5,7 +5,8 @@ on 127.0.0.1:PORT (path `/mcp`); `--clash` adds two tools whose names map to one
 aerix name. The tools: a flat one, a nested one, one that fails (`isError`), one
 that hangs until the client cancels it (it writes `cancelled` to the file named by
 `$AERIX_MCP_MARK` when it is), one that ends the server's process, one with
-structured content and no text, and one whose name aerix must map.
+structured content and no text, and one whose name aerix must map. With
+`$AERIX_MCP_TOKEN` set, HTTP requests need `Authorization: Bearer <token>` (else 401).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -104,10 +105,33 @@ def main() -> None:
     if args.clash:
         server.add_tool(lambda: "one", name="get-data", description="one")
         server.add_tool(lambda: "two", name="Get_Data", description="two")
+    token = os.environ.get("AERIX_MCP_TOKEN")
     if args.http is None:
         server.run()
-    else:
+    elif token is None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
+    else:  # every request needs `Authorization: Bearer <token>`, else 401
+        import uvicorn
+
+        app = server.streamable_http_app()
+
+        async def guarded(scope: Any, receive: Any, send: Any) -> None:
+            if (
+                scope["type"] == "http"
+                and dict(scope["headers"]).get(b"authorization") != f"Bearer {token}".encode()
+            ):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+            await app(scope, receive, send)
+
+        uvicorn.run(guarded, host="127.0.0.1", port=args.http, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,16 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import AerixError
 
-__all__ = ["aerix_name", "map_names"]
+__all__ = ["MAX_NAME", "aerix_name", "map_names", "mapped_prefix"]
 
 _OTHER = re.compile(r"[^a-z0-9_]")
 MAX_NAME = 64
 """The longest aerix tool name (`^[a-z][a-z0-9_]{0,63}$`)."""
+
+
+def mapped_prefix(prefix: str) -> str:
+    """A prefix as tool names carry it: lower case, every other character `_`, leading `_`s dropped."""
+    return _OTHER.sub("_", prefix.lower()).lstrip("_")
 
 
 def aerix_name(name: str, prefix: str | None = None) -> str:
@@ -26,7 +31,7 @@ def aerix_name(name: str, prefix: str | None = None) -> str:
         ('get_weather_v2', 'github_search', 'tool_3d_render')
     """
     mapped = _OTHER.sub("_", name.lower()).lstrip("_")  # the name's own leading `_`s go, prefix or not
-    head = _OTHER.sub("_", prefix.lower()).lstrip("_") if prefix else ""
+    head = mapped_prefix(prefix) if prefix else ""
     if head:
         mapped = f"{head}_{mapped or 'tool'}"
     if not mapped:

@@ -28,9 +28,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
+from .._validate import short
 from ..errors import AerixError, describe
 from ..tools import NAME_PATTERN, Tool, ToolContext, tool
-from ._names import map_names
+from ._names import MAX_NAME, map_names, mapped_prefix
 from ._results import MCPServerError, MCPToolError, leaf, result_value
 from ._stderr import StderrTail
 
@@ -40,8 +41,6 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds a server has to start, answer the handshake and list its tools."""
 MAX_PAGES = 100
 """The most pages of `tools/list` read: a server whose cursor never ends cannot hang the start."""
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-"""The SDK's own HTTP timeouts (a response stream may stay open), for a client made with headers."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +56,10 @@ class _Spec:
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     stderr: TextIO | None = None
+
+
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""The SDK's own HTTP timeouts (a response stream may stay open), for the client aerix makes."""
 
 
 class MCPServer:
@@ -85,6 +88,8 @@ class MCPServer:
         self._closing = asyncio.Event()
         self._tail: StderrTail | None = None
         self._gone: str | None = None
+        self._refused: str | None = None
+        """The last HTTP error status the server answered while starting (`401 Unauthorized`)."""
 
     @classmethod
     def stdio(
@@ -299,14 +304,19 @@ class MCPServer:
                 assert spec.stdio is not None
                 transport: Any = _stdio_transport(spec.stdio, tail)
             else:
-                http = None
-                if spec.headers:
-                    http = await stack.enter_async_context(
-                        httpx2.AsyncClient(headers=dict(spec.headers), timeout=_HTTP_TIMEOUT)
-                    )
+                self._refused = None
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers=dict(spec.headers or {}), timeout=_HTTP_TIMEOUT)
+                )
+                http.event_hooks["response"].append(self._note_status)
                 transport = streamable_http_client(spec.url, http_client=http)
             client = mcp.Client(transport, client_info=info, cache=None)
             yield await stack.enter_async_context(client)
+
+    async def _note_status(self, response: httpx2.Response) -> None:
+        """Keep an HTTP error status of the start (the SDK's error no longer says it)."""
+        if response.status_code >= 400 and self._client is None:
+            self._refused = f"{response.status_code} {response.reason_phrase}".strip()
 
     def _build(self, listed: list[types.Tool]) -> tuple[Tool, ...]:
         """The aerix tools of the server's tool list."""
@@ -424,12 +434,19 @@ class MCPServer:
             return _bad(f"{where}: cannot connect ({exc}); is the server running, and is the URL right?")
         if isinstance(exc, httpx2.HTTPError):
             return _bad(f"{where}: the MCP handshake failed: {_one_line(exc)}")
+        if self._refused is not None and self._refused[:3] in ("401", "403"):
+            return _bad(
+                f"{where} refused the connection: HTTP {self._refused}; give its credentials "
+                "with headers= (MCPServer.http(url, headers={'Authorization': 'Bearer …'}))"
+            )
         if isinstance(exc, MCPError):
             if exc.code == types.CONNECTION_CLOSED:
                 how = self._why_gone() if spec.kind == "stdio" else "it closed the connection"
                 fix = "run the command yourself to see why" if spec.kind == "stdio" else "check the URL"
                 return _bad(f"{where} failed before answering the MCP handshake: {how}; {fix}")
             hint = "; check that the URL is its MCP endpoint (often …/mcp)" if spec.kind == "http" else ""
+            if self._refused is not None and self._refused[4:] not in exc.message:  # not said already
+                hint = f" (HTTP {self._refused}){hint}"
             return _bad(f"{where} refused the MCP handshake: {exc.message} (MCP error {exc.code}){hint}")
         return _bad(f"{where}: the MCP handshake failed: {_one_line(exc)}")
 
@@ -439,7 +456,8 @@ class MCPServer:
         said = f" (its last words on stderr: {words!r})" if words else ""
         transport = "on stdio" if spec.kind == "stdio" else "streamable HTTP at that URL"
         return _bad(
-            f"MCP server {self.name!r} did not answer the MCP handshake within {spec.timeout:g} s{said}; "
+            f"MCP server {self.name!r} did not answer the MCP handshake and list its tools within "
+            f"{spec.timeout:g} s{said}; "
             f"check that it is an MCP server speaking {transport}, or give it longer with timeout="
         )
 
@@ -484,6 +502,14 @@ def _check_prefix(prefix: object) -> str | None:
         return None
     if not isinstance(prefix, str) or not prefix.strip():
         raise _bad(f"MCPServer: prefix must be a non-empty string, got {prefix!r}")
+    head = mapped_prefix(prefix)
+    if not head.strip("_"):  # nothing of it is left in a tool's name
+        raise _bad(f"MCPServer: prefix {prefix!r} has no letter or digit; a tool name keeps a-z, 0-9 and _")
+    if len(head) > MAX_NAME - 2:
+        raise _bad(
+            f"MCPServer: prefix {short(prefix, 40)} maps to {len(head)} characters; a tool name has at most "
+            f"{MAX_NAME}, so it would leave no room for the tool's own name"
+        )
     return prefix
 
 

@@ -128,10 +128,13 @@ class TextStream:
         return self._scan(self._held + self._decoder.decode(data))
 
     def flush(self) -> str:
-        """The text still held back, at the end of the generation."""
+        """The text still held back, at the end of the generation. The first bytes of a
+        character whose last ones never came (the generation stopped between them) are
+        left out, not shown as U+FFFD."""
         if self.stopped:
             return ""
-        out = self._scan(self._held + self._decoder.decode(b"", final=True))
+        self._decoder.reset()
+        out = self._scan(self._held)
         if self.stopped:
             return out
         out, self._held = out + self._held, ""
