@@ -33,6 +33,7 @@ from aerix import (
 )
 from aerix._observe import OBSERVERS
 from aerix.agent import Answer
+from aerix.model import Delta, Usage
 from aerix.testing import Cut, Fail, NoDone, ScriptedModel, Stall
 from aerix.turn import fit_text, turn_schema
 
@@ -1229,3 +1230,53 @@ async def test_a_cut_turn_that_may_only_answer_is_asked_for_a_shorter_final() ->
     assert events[-1].type == "final"
     retry_prompt = model.calls[3].messages[-1]["content"]
     assert retry_prompt.endswith("one JSON object, a shorter final answer, no thought.")
+
+
+class _LingeringReader:
+    """A model whose stream reader (a task iterating an async generator, as an HTTP client's
+    is) is still going when its done delta is out."""
+
+    async def chat(self, messages: Any, opts: Any = None) -> Any:
+        async def lines() -> Any:
+            for i in range(100):
+                await asyncio.sleep(0.05)
+                yield i
+
+        async def read() -> None:
+            async for _ in lines():
+                pass
+
+        asyncio.get_running_loop().create_task(read())
+        await asyncio.sleep(0.06)
+        yield Delta(text='{"final":"hi"}')
+        yield Delta(done=True, finish="stop", usage=Usage(prompt_tokens=1, completion_tokens=1))
+
+
+def test_sync_runs_end_the_tasks_their_loop_leaves_without_noise(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("ERROR", logger="asyncio")
+    agent = Agent(model=_LingeringReader())
+    assert agent.ask_sync("x").text == "hi"
+    assert [ev.type for ev in agent.run_sync("y")][-1] == "final"
+    assert not [r for r in caplog.records if r.name == "asyncio"], [r.getMessage() for r in caplog.records]
+
+
+def test_a_generation_past_the_script_plays_no_entry_so_one_added_later_is_played() -> None:
+    model = ScriptedModel(['{"final":"one"}'])
+    agent = Agent(model=model)
+    assert agent.ask_sync("a").text == "one" and model.remaining == 0
+    ending = list(agent.run_sync("b"))[-1]
+    assert (
+        isinstance(ending, EndEvent)
+        and ending.message == "ScriptedModel: no script entry left for generation 2"
+    )
+    assert model.remaining == 0
+    model.add('{"final":"two"}')
+    assert model.remaining == 1
+    assert agent.ask_sync("c").text == "two" and model.remaining == 0
+    assert len(model.calls) == 3  # every generation asked for is recorded
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, "3", True])
+def test_a_scripted_model_refuses_a_chunk_size_that_is_no_count(size: Any) -> None:
+    with pytest.raises(AerixError, match=r"chunk_size must be a whole number of characters >= 1, got "):
+        ScriptedModel([], chunk_size=size)

@@ -725,7 +725,6 @@ def test_agent_with_an_abort_at_a_random_moment(script: list[Step], abort_at: in
     check_messages(agent, prompts=["go"])
     assert not agent.busy
     agent.reset()
-    played = len(model.calls)  # what is left of the script: one final
-    rest = model._script[:played]
-    model._script = [*rest, *['{"final":"x"}'] * (played - len(rest)), '{"final":"again"}']
+    played = model._played  # the entries played (a generation past the script's end plays none)
+    model._script = [*model._script[:played], '{"final":"again"}']  # what is left: one final
     assert asyncio.run(agent.ask("again")).text == "again"

@@ -56,14 +56,24 @@ class Portal:
         return pending.result()
 
     def close(self) -> None:
-        """Finish the loop's async generators, stop its thread, close it."""
+        """Cancel the tasks still on the loop (an engine's stream reader that outlived its
+        turn), finish its async generators, stop its thread, close it: as `asyncio.run` ends."""
         try:
+            self.call(_cancel_the_rest())
             self.call(self._loop.shutdown_asyncgens())
         finally:
             if self._thread is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join()
             self._loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of this loop and wait for them to end."""
+    rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
 
 
 def iterate(

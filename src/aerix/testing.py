@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from .errors import AerixError
 from .model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
 
 __all__ = ["Cut", "Fail", "NoDone", "ScriptedCall", "ScriptedModel", "Stall", "Step"]
@@ -91,8 +92,17 @@ class ScriptedModel:
     """
 
     def __init__(self, turns: Iterable[Script] = (), *, chunk_size: int | None = None) -> None:
+        if chunk_size is not None and (
+            isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+        ):
+            raise AerixError(
+                "options",
+                f"ScriptedModel: chunk_size must be a whole number of characters >= 1, got {chunk_size!r}",
+            )
         self._script = list(turns)
         self._chunk = chunk_size
+        self._played = 0
+        """Script entries played (a generation past the script's end plays none)."""
         self.calls: list[ScriptedCall] = []
         """Every generation asked for, in order."""
         self._last: list[ChatMessage] = []
@@ -102,7 +112,7 @@ class ScriptedModel:
     @property
     def remaining(self) -> int:
         """Script entries not played yet."""
-        return len(self._script) - len(self.calls)
+        return len(self._script) - self._played
 
     def add(self, *entries: Script) -> None:
         """Append entries to the script."""
@@ -113,13 +123,13 @@ class ScriptedModel:
     ) -> AsyncIterator[Delta]:
         """Play the next script entry as a stream of deltas."""
         opts = opts or {}
-        index = len(self.calls)
         # the loop never mutates a message it has sent, so a shallow copy is a snapshot
         self.calls.append(ScriptedCall(messages=list(messages), opts=dict(opts)))
         prompt_tokens, cached = self._count(messages)
-        if index >= len(self._script):
-            raise RuntimeError(f"ScriptedModel: no script entry left for generation {index + 1}")
-        entry = self._script[index]
+        if self._played >= len(self._script):  # entries added later are played from here
+            raise RuntimeError(f"ScriptedModel: no script entry left for generation {len(self.calls)}")
+        entry = self._script[self._played]
+        self._played += 1
         step = entry(messages) if callable(entry) else entry
         text = step if isinstance(step, str) else step.text
         signal = opts.get("signal")

@@ -31,6 +31,7 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit
 
 try:
     import httpx
@@ -502,6 +503,15 @@ def _check_options(
             "options",
             "base_url must be an http:// or https:// URL such as 'http://127.0.0.1:8000/v1', "
             f"got {base_url!r}",
+        )
+    try:
+        parts = urlsplit(base_url)
+        host, _ = parts.hostname, parts.port  # `.port` checks the port
+    except ValueError as exc:  # a port that is no number, or out of range
+        raise AerixError("options", f"base_url {base_url!r} is no URL: {exc}") from None
+    if not host:
+        raise AerixError(
+            "options", f"base_url {base_url!r} names no host; give one, as in 'http://127.0.0.1:8000/v1'"
         )
     if "?" in base_url or "#" in base_url:
         raise AerixError(
