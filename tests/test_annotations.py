@@ -175,6 +175,7 @@ def test_unwrap() -> None:
         False,
         {"ge": 1, "lt": 9},
     )
+    assert unwrap(Annotated[Annotated[int, annotated_types.Ge(1)], annotated_types.Ge(5)])[3] == {"ge": 5}
     with pytest.raises(AerixError, match=r"p: Annotated metadata 3 is not supported; give a description"):
         unwrap(Annotated[int, "d", 3], "p")
 

@@ -120,7 +120,7 @@ def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dic
             for m in meta:
                 said, more = _metadata(m, where)
                 description = said if description is None else description
-                bounds = {**more, **bounds}  # the outer Annotated's bound wins
+                bounds = {**bounds, **more}  # a later one (an outer `Annotated`'s) wins
             annotation = inner
         elif origin is Required or origin is NotRequired:  # a TypedDict key's: read by `_required_key`
             (annotation,) = get_args(annotation)
