@@ -1203,15 +1203,21 @@ async def test_an_engine_that_ends_its_stream_on_abort_is_an_abort_not_an_error(
     assert events == [EndEvent(reason="abort", message="aborted")]
 
 
-async def test_a_run_left_by_a_timeout_is_closed_before_the_next_ask() -> None:
-    """`asyncio.timeout()` around `async for`, out of time in the loop's body: the task goes on,
-    and the run it left is closed by the event loop a turn or two later; `ask` waits for that."""
-    agent = Agent(model=ScriptedModel(['{"final":"one"}', '{"final":"two"}']))
+async def test_a_run_left_by_a_timeout_or_a_break_frees_the_agent_at_once() -> None:
+    """`asyncio.timeout()` around `async for`, out of time in the loop's body: the task goes on
+    and Python leaves the run's generator open; dropped, nothing can resume it, so the agent
+    is free at once, for `run` as for `ask`."""
+    agent = Agent(model=ScriptedModel(['{"final":"one"}', '{"final":"two"}', '{"final":"three"}']))
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.01):
             async for _ in agent.run("first"):
                 await asyncio.sleep(1)
-    assert (await agent.ask("second")).text == "two"
+    assert not agent.busy
+    assert [ev.type async for ev in agent.run("second")][-1] == "final"
+    async for _ in agent.run("third"):
+        break
+    assert not agent.busy  # not only once the event loop has closed the generator
+    assert [m["content"] for m in agent.messages] == ["second", '{"final":"two"}']  # completed turns only
     # kept in a variable, the run stays open until closed: `aclosing` closes it on the way out
     agent = Agent(model=ScriptedModel(['{"final":"one"}', '{"final":"two"}']))
     with pytest.raises(TimeoutError):
@@ -1220,6 +1226,21 @@ async def test_a_run_left_by_a_timeout_is_closed_before_the_next_ask() -> None:
                 await asyncio.sleep(1)
     assert not agent.busy
     assert (await agent.ask("second")).text == "two"
+
+
+async def test_run_events_still_being_awaited_are_not_freed_when_dropped() -> None:
+    """Only events dropped between two of them end the run: a `__anext__` in flight holds it."""
+    agent = Agent(model=ScriptedModel([Stall(text='{"final":"')]))
+    events = agent.run("wait")
+    assert (await anext(events)).type == "text"
+    pending = asyncio.ensure_future(anext(events))  # waits in the stalled generation
+    await asyncio.sleep(0.01)
+    del events
+    await asyncio.sleep(0.05)
+    assert agent.busy and not pending.done()
+    pending.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pending
 
 
 async def test_a_cut_turn_that_may_only_answer_is_asked_for_a_shorter_final() -> None:

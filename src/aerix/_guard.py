@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from .abort import AbortSignal
 from .errors import message_of
 from .events import EndEvent
 
-__all__ = ["Aborted", "Consumer", "Guard", "aborted"]
+__all__ = ["Aborted", "Consumer", "Guard", "Handout", "aborted"]
 
 
 class Aborted(Exception):
@@ -69,6 +69,44 @@ class Guard:
             self._fired = None
 
 
+class Handout:
+    """A run's events as `Agent.run` hands them out: the run's own async generator, and a
+    word to the agent when the consumer drops them.
+
+    Python does not close an async generator that an `async for` leaves (a `break`, an
+    exception, a timeout): the event loop closes it only a turn or two after nothing holds
+    it, and until then the agent would stay busy. Dropped between two events, nothing can
+    resume the run any more, so `left` ends it at once.
+    """
+
+    __slots__ = ("__weakref__", "_events", "_left")
+
+    def __init__(self, events: AsyncGenerator[Any, None], left: Callable[[], None]) -> None:
+        self._events = events
+        self._left = left
+
+    def __aiter__(self) -> Handout:
+        return self
+
+    def __anext__(self) -> Awaitable[Any]:
+        return self._events.__anext__()
+
+    def asend(self, value: None) -> Awaitable[Any]:
+        return self._events.asend(value)
+
+    def athrow(self, *args: Any) -> Awaitable[Any]:
+        return self._events.athrow(*args)
+
+    def aclose(self) -> Awaitable[None]:
+        return self._events.aclose()
+
+    def __del__(self) -> None:
+        try:
+            self._left()
+        except Exception:  # never out of a finaliser
+            pass
+
+
 class Consumer:
     """The task that a run's consumer iterates it in, watched while the consumer has an event.
 
@@ -93,11 +131,6 @@ class Consumer:
             if task is not None:
                 task.add_done_callback(self._done)
             self._task = task
-
-    @property
-    def task(self) -> asyncio.Task[Any] | None:
-        """The task the consumer has an event in, if it has one."""
-        return self._task
 
     def abandoned(self) -> bool:
         """Whether the consumer's task ended cancelled while it had an event."""

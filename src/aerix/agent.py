@@ -22,7 +22,7 @@ from ._answer import Answer, answer_of
 from ._calls import Calls, Seen
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
-from ._guard import Aborted, Consumer, Guard, aborted
+from ._guard import Aborted, Consumer, Guard, Handout, aborted
 from ._hooks import on_final
 from ._observe import observe
 from ._portal import iterate
@@ -226,7 +226,9 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._check_idle()
-        return observe(self, self._run(prompt, signal))  # the one seam for tracing
+        started: list[_Run] = []
+        events = observe(self, self._run(prompt, signal, started))  # the one seam for tracing
+        return Handout(events, lambda: self._dropped(started, events))
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """Run to the end and return the final answer.
@@ -235,21 +237,8 @@ class Agent:
             AerixError: `kind="end"` (with `.reason` and `.events`) if the run
                 ended without a final; `kind="busy"` or `kind="options"` as `run`.
         """
-        await self._settle()
         events: list[AgentEvent] = [ev async for ev in self.run(prompt, signal=signal)]
         return answer_of(events)
-
-    async def _settle(self) -> None:
-        """Let a run that this task left (an `async for` that a timeout or an exception broke
-        out of) close before a new one starts. Python does not close an async generator that
-        a loop body left; once nothing holds it, the event loop closes it at its next turns."""
-        run = self._current
-        for _ in range(3):
-            if run is None or run is not self._current or run.consumer is None:
-                return
-            if run.consumer.task is not asyncio.current_task():  # another task's: truly busy
-                return
-            await asyncio.sleep(0)
 
     def run_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Iterator[AgentEvent]:
         """`run` for code without an event loop (or inside one: a notebook).
@@ -272,20 +261,31 @@ class Agent:
         if run is not None and run.consumer is not None and run.consumer.abandoned():
             self._abandon(run)
 
-    def _abandon(self, run: _Run) -> None:
+    def _abandon(self, run: _Run, reason: str = "the task that consumed the run was cancelled") -> None:
         """End a run whose consumer is gone: abort what it runs and free the agent. (Should
         another task resume it after all, it ends there with `abort` and this reason.)"""
-        run.controller.abort("the task that consumed the run was cancelled")
+        run.controller.abort(reason)
         self._release(run)
+
+    def _dropped(self, started: list[_Run], events: object) -> None:
+        """The consumer dropped a run's events between two of them (`Handout`): nothing can
+        resume the run, so it is ended now, not when the event loop gets to close it."""
+        if started and not started[0].released and not getattr(events, "ag_running", True):
+            self._abandon(started[0], "the run's consumer dropped it")
 
     def _check_idle(self) -> None:
         self._free_abandoned()
         if self._busy:
             raise AerixError("busy", "the agent is already running; one run at a time per agent")
 
-    async def _run(self, prompt: str, user_signal: AbortSignal | None) -> AsyncGenerator[AgentEvent, None]:
-        """A run as its consumer sees it: the events of `_play`, then exactly one ending."""
+    async def _run(
+        self, prompt: str, user_signal: AbortSignal | None, started: list[_Run] | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """A run as its consumer sees it: the events of `_play`, then exactly one ending
+        (`started` gets the run, for `_dropped`)."""
         run = self._start(prompt, user_signal)
+        if started is not None:
+            started.append(run)
         guard = run.guard
         consumer = run.consumer = Consumer(lambda: self._abandon(run))
         try:
