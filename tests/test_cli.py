@@ -730,6 +730,22 @@ def test_a_missing_gguf_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]
     assert err.startswith("aerix: error: --model: no GGUF file at ") and missing in err
 
 
+def test_the_default_model_not_installed_could_not_be_loaded(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def load(name: str, **kwargs: Any) -> Any:
+        raise FileNotFoundError(
+            f"model {name!r} is not installed: install it with pip install 'aerix[llama]'"
+        )
+
+    monkeypatch.setattr(aerix, "load", load)
+    assert cli.main(["run", "hi", "--tools", "none"]) == 1  # no bad value given: it could not be loaded
+    assert capsys.readouterr().err.startswith(
+        "aerix: error: --model: model 'smollm2-instruct' is not installed"
+    )
+    assert cli.main(["run", "hi", "--tools", "none", "--model", "gemma3-270m"]) == 2  # the value given
+
+
 @pytest.mark.slow
 def test_run_on_the_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("llama_cpp", reason="the local engine needs the llama extra")

@@ -63,6 +63,8 @@ from pathlib import Path
 
 import pytest
 
+from _embedded import missing
+
 ROOT = Path(__file__).parent.parent
 PAGES = sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md"])
 NO_RUN = "<!-- no-run -->"
@@ -273,13 +275,14 @@ def _page_param(page: Path) -> object:
 
 
 def _model_loads() -> str | None:
-    try:
+    """Why the embedded model cannot run here (a package missing), else `None`; installed,
+    it must load (any other failure is aerix's and fails the test)."""
+    why = missing()
+    if why is None:
         import aerix
 
-        aerix.load("smollm2-instruct")
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+        aerix.load("smollm2-instruct").close()
+    return why
 
 
 def _has_examples(page: Path) -> bool:
@@ -298,7 +301,7 @@ def test_the_examples_of_a_page_run_and_print_what_it_shows(
     if any(NEEDS_MODEL.search(b.code) for b in blocks):
         problem = _model_loads()
         if problem is not None:
-            pytest.skip(f"the examples need the embedded model, which does not load: {problem}")
+            pytest.skip(f"the examples need the embedded model, which cannot run here: {problem}")
     monkeypatch.chdir(ROOT)
     namespace: dict[str, object] = {"__name__": "__docs__"}
     name = page.relative_to(ROOT)

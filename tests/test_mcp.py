@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from _embedded import missing
+
 pytest.importorskip("mcp", reason="aerix.mcp needs the mcp extra")
 
 import mcp
@@ -547,13 +549,11 @@ async def test_a_hundred_sessions_leave_no_process_thread_or_fd(transport: str) 
 
 @pytest.fixture(scope="module")
 def smollm2() -> Any:
-    pytest.importorskip("llama_cpp", reason="the local engine needs the llama extra")
+    if (why := missing()) is not None:
+        pytest.skip(f"the embedded model cannot run here: {why}")
     import aerix
 
-    try:
-        engine = aerix.load("smollm2-instruct")
-    except Exception as exc:  # the model is not on this machine
-        pytest.skip(f"the embedded model does not load: {type(exc).__name__}: {exc}")
+    engine = aerix.load("smollm2-instruct")  # installed, it must load
     yield engine
     close = getattr(engine, "close", None)
     if close is not None:

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from _embedded import missing
+
 pytest.importorskip("starlette")
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -266,12 +268,11 @@ def test_the_engines_progress_shows_while_the_run_waits_and_the_page_has_an_icon
 
 
 def _load_real_model() -> Any:
-    try:
-        import aerix
+    if (why := missing()) is not None:
+        pytest.skip(f"the embedded model cannot run here: {why}")
+    import aerix
 
-        return aerix.load("smollm2-instruct")
-    except Exception as exc:  # llama-cpp-python or the GGUF missing
-        pytest.skip(f"the embedded model does not load: {exc}")
+    return aerix.load("smollm2-instruct")  # installed, it must load
 
 
 def test_the_embedded_model_calls_a_tool_and_answers_then_stops(browser: Any, tmp_path: Path) -> None:

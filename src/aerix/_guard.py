@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
 from .abort import AbortSignal
@@ -69,7 +69,7 @@ class Guard:
             self._fired = None
 
 
-class Handout:
+class Handout(AsyncGenerator[Any, None]):
     """A run's events as `Agent.run` hands them out: the run's own async generator, and a
     word to the agent when the consumer drops them.
 
@@ -88,16 +88,16 @@ class Handout:
     def __aiter__(self) -> Handout:
         return self
 
-    def __anext__(self) -> Awaitable[Any]:
+    def __anext__(self) -> Coroutine[Any, Any, Any]:
         return self._events.__anext__()
 
-    def asend(self, value: None) -> Awaitable[Any]:
+    def asend(self, value: None) -> Coroutine[Any, Any, Any]:
         return self._events.asend(value)
 
-    def athrow(self, *args: Any) -> Awaitable[Any]:
+    def athrow(self, *args: Any) -> Coroutine[Any, Any, Any]:
         return self._events.athrow(*args)
 
-    def aclose(self) -> Awaitable[None]:
+    def aclose(self) -> Coroutine[Any, Any, None]:
         return self._events.aclose()
 
     def __del__(self) -> None:

@@ -208,7 +208,7 @@ class Agent:
 
     # -- running ---------------------------------------------------------------
 
-    def run(self, prompt: str, *, signal: AbortSignal | None = None) -> AsyncIterator[AgentEvent]:
+    def run(self, prompt: str, *, signal: AbortSignal | None = None) -> AsyncGenerator[AgentEvent, None]:
         """Run the agent on `prompt`, continuing its conversation; yield the run's events.
 
         The run ends with exactly one `FinalEvent` or `EndEvent`. An abort of
