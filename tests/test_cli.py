@@ -1065,3 +1065,20 @@ def test_a_bad_output_exits_2_naming_the_flag(
     assert cli.main(["run", "x", "--output", given], model=ScriptedModel(['{"final":"x"}'])) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err) < 2000, err[:300]
+
+
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_a_lone_surrogate_in_the_models_answer_prints_without_a_crash(
+    json_lines: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model may write `"\\udce9"` in its JSON: a UTF-8 terminal gets U+FFFD, a JSON line the escape."""
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+    monkeypatch.setattr("sys.stdout", out)
+    model = ScriptedModel(['{"final":"caf\\udce9"}'])
+    assert cli.main(["run", "hi", "--tools", "none", *(["--json"] if json_lines else [])], model=model) == 0
+    printed = raw.getvalue().decode("utf-8")
+    if json_lines:
+        assert json.loads(printed.splitlines()[-1]) == {"type": "final", "text": "caf\udce9", "thought": None}
+    else:
+        assert "caf\ufffd" in printed

@@ -390,6 +390,92 @@ async def test_allowed_hosts_refuse_other_host_names(client_for) -> None:
         assert (await local.get("/")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("base", "status"),
+    [("http://[::1]:8000", 200), ("http://[::1]", 200), ("http://localhost:8000", 200),
+     ("http://127.0.0.2:8000", 200), ("http://127.0.0.3:8000", 400), ("http://evil.example", 400),
+     ("http://localhost.evil.example", 400)],
+)  # fmt: skip
+async def test_loopback_hosts_are_read_with_their_port_and_brackets(base: str, status: int) -> None:
+    """`[::1]:8000` is `::1`: the Host check reads an IPv6 literal whole (Starlette's cut it at ':')."""
+    app = create_app(ScriptedModel, tools=[add], allowed_hosts=["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base) as client:
+        assert (await client.get("/")).status_code == status
+
+
+async def test_every_response_says_it_may_not_be_framed_nor_load_from_elsewhere(client_for) -> None:
+    client = client_for(create_app(ScriptedModel, tools=[add]))
+    for path in ("/", "/api/config", "/static/app.js"):
+        r = await client.get(path)
+        assert r.headers["x-frame-options"] == "DENY", path
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff"
+    app = create_app(ScriptedModel, tools=[add], allowed_hosts=["127.0.0.1"])
+    refused = await client_for(app).get("/")
+    assert refused.status_code == 400 and refused.headers["x-frame-options"] == "DENY"
+
+
+async def test_a_lone_surrogate_in_a_result_or_a_final_keeps_the_session_usable(scripted, client_for) -> None:
+    """A file name `os.fsdecode` could not decode: the result reads U+FFFD; a model's `"\\udce9"`
+    in a final travels JSON-escaped; the session and its reload keep working."""
+    from aerix import tool as make_tool
+
+    listing = make_tool(
+        name="list_files", description="List the files.", input={}, run=lambda i: "caf\udce9.txt"
+    )
+    app, _ = scripted(
+        '{"calls":[{"tool":"list_files","input":{}}]}', '{"final":"caf\\udce9"}', tools=[listing]
+    )
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "files?"})
+    events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: ")]
+    assert [e["text"] for e in events if e["type"] == "result"] == ["caf\ufffd.txt"]
+    assert events[-1] == {"type": "final", "text": "caf\udce9", "thought": None}
+    session = await client.get("/api/session")
+    assert session.status_code == 200 and session.json()["runs"][0]["events"][-1]["type"] == "final"
+
+
+async def test_stop_while_the_run_starts_ends_it_with_abort(client_for) -> None:
+    """The model factory is slow (a model loading): a Stop then is kept for the run it makes."""
+    import threading
+    import time
+
+    entered = threading.Event()
+
+    def slow_factory() -> ScriptedModel:
+        entered.set()
+        time.sleep(0.3)
+        return ScriptedModel([Stall(text='{"final":"long answer')])
+
+    client = client_for(create_app(slow_factory, tools=[add]))
+    await client.get("/")
+    running = asyncio.create_task(client.post("/api/run", json={"prompt": "go"}))
+    await asyncio.to_thread(entered.wait, 5)
+    assert (await client.post("/api/stop")).json() == {"stopped": True}
+    r = await asyncio.wait_for(running, 10)
+    last = json.loads([line for line in r.text.splitlines() if line.startswith("data: ")][-1][6:])
+    assert last == {"type": "end", "reason": "abort", "message": "stopped from the page"}
+    assert (await client.get("/api/session")).json()["busy"] is False
+
+
+async def test_the_apps_default_limits_keep_repeats(scripted, client_for) -> None:
+    from aerix import Limits
+
+    app, _ = scripted(
+        '{"calls":[{"tool":"add","input":{"a":1,"b":2}}]}',
+        '{"calls":[{"tool":"add","input":{"a":1,"b":2}}]}',
+        '{"final":"3"}',
+        limits=Limits(repeats=0),
+    )
+    client = client_for(app)
+    assert (await client.get("/api/config")).json()["defaults"]["limits"]["repeats"] == 0
+    r = await client.post("/api/run", json={"prompt": "add"})
+    results = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: ")]
+    texts = [e["text"] for e in results if e["type"] == "result"]
+    assert texts[0] == "3" and texts[1].startswith("error: 3\n(that is the result of call_1")
+
+
 def test_bad_app_options_are_refused() -> None:
     from aerix import AerixError
 
@@ -429,7 +515,7 @@ def test_serve_binds_loopback_and_guards_the_host_header(monkeypatch, capsys) ->
         out, err = capsys.readouterr()
         assert f"http://127.0.0.1:{port}/" in out and err == ""
         middleware = [m.kwargs for m in config.app.user_middleware]
-        assert middleware == [{"allowed_hosts": ["127.0.0.1", "localhost", "::1"]}]
+        assert middleware == [{"hosts": ["127.0.0.1", "localhost", "::1"]}]
     finally:
         sock.close()
 
@@ -455,7 +541,7 @@ def test_serve_warns_on_a_host_that_is_not_loopback(monkeypatch, capsys) -> None
     assert "http://0.0.0.0:1234/" in out
     assert bound == [("0.0.0.0", 1234)]
     config, _ = FakeServer.seen
-    assert config.app.user_middleware == []
+    assert [m.kwargs for m in config.app.user_middleware] == [{"hosts": None}]  # headers only
 
 
 async def test_a_quiet_stream_gets_keep_alive_comments_and_loses_no_event(

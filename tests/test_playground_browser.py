@@ -28,6 +28,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 import uvicorn  # noqa: E402
 
+import aerix  # noqa: E402
 from aerix.demo_tools import DEMO_TOOLS  # noqa: E402
 from aerix.playground import create_app  # noqa: E402
 from aerix.testing import ScriptedModel, Stall  # noqa: E402
@@ -151,6 +152,37 @@ def test_stop_aborts_the_run(browser: Any) -> None:
         assert ending.inner_text() == "ended: abort · stopped from the page"
         page.wait_for_selector("#send:enabled")
         assert page.inner_text("#status") == "idle"
+
+
+def test_a_call_that_the_stop_cut_short_says_so_and_long_lines_keep_the_page_width(browser: Any) -> None:
+    @aerix.tool
+    async def wait(seconds: int) -> str:
+        """Wait a while."""
+        await asyncio.sleep(seconds)
+        return "waited"
+
+    long = "https://example.com/" + "x" * 600
+    app = scripted_app('{"calls":[{"tool":"wait","input":{"seconds":60}}]}', tools=[wait])
+    with served(app) as url, page_at(browser, url) as page:
+        ask(page, f"Wait a minute, then read {long}")
+        page.wait_for_selector(".call[data-state=running]")
+        page.click("#stop")
+        page.wait_for_selector(".ending")
+        assert page.inner_text(".call .badge") == "stopped"
+        assert page.inner_text(".call .result") == "no result: the run ended first"
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert page.is_visible("#send") and page.is_enabled("#send")
+
+
+def test_reset_with_the_server_gone_says_it_cannot_be_reached(browser: Any) -> None:
+    app = scripted_app('{"final":"hi"}')
+    with served(app) as url, page_at(browser, url) as page:
+        ask(page, "hi")
+        page.wait_for_selector(".msg.final")
+        page.route("**/api/reset", lambda route: route.abort())
+        page.click("#reset")
+        page.wait_for_selector("#notice:not([hidden])")
+        assert page.inner_text("#notice").startswith("The playground server cannot be reached")
 
 
 def test_a_second_run_in_the_same_session_is_refused(browser: Any) -> None:

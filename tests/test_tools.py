@@ -1065,3 +1065,14 @@ def test_annotated_metadata_that_says_nothing_schema_can_is_refused_naming_the_p
     f.__annotations__["x"] = hint
     with pytest.raises(AerixError, match=r"tool 'f': parameter 'x': " + message):
         tool(f)
+
+
+async def test_a_lone_surrogate_in_a_result_reads_as_the_replacement_character() -> None:
+    """A file name `os.fsdecode` could not decode: no model could read the surrogate."""
+    t = tool(name="ls", description="List files.", input={}, run=lambda i: os.fsdecode(b"caf\xe9.txt"))
+    model = ScriptedModel(['{"calls":[{"tool":"ls","input":{}}]}', '{"final":"ok"}'])
+    events = [ev async for ev in Agent(model=model, tools=[t]).run("files?")]
+    (result,) = [ev for ev in events if ev.type == "result"]
+    assert result.text == "caf\ufffd.txt" and not result.error
+    assert model.calls[1].messages[-1]["content"].endswith("caf\ufffd.txt")
+    model.calls[1].messages[-1]["content"].encode()  # UTF-8 carries every message

@@ -28,7 +28,7 @@ from ._hooks import after_call, before_call
 from .abort import AbortSignal
 from .events import Call, CallEvent, ResultEvent
 from .options import Hooks, Limits
-from .tools import Tool, ToolContext, check_input, cut_result, json_copy, run_tool
+from .tools import Tool, ToolContext, check_input, cut_result, json_copy, readable, run_tool
 
 __all__ = ["Calls", "Seen"]
 
@@ -150,7 +150,7 @@ class Calls:
                 text = await after_call(self.hooks, call, text)
         if step.repeat:  # the earlier result was cut already; the note after it stays whole
             return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
-        text = cut_result(text, self.limits.result_chars)
+        text = cut_result(readable(text), self.limits.result_chars)
         if step.key is not None:
             seen.last[step.key] = (call.id, text)
         return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)

@@ -28,6 +28,7 @@ from .events import (
     TurnEvent,
     UsageEvent,
 )
+from .tools import readable
 
 __all__ = ["HumanPrinter", "JsonPrinter", "Printer", "Spinner", "Symbols", "use_color"]
 
@@ -167,7 +168,10 @@ class JsonPrinter:
 
     def event(self, ev: AgentEvent) -> None:
         """Write the event's JSON line."""
-        self._out.write(json.dumps(ev.to_dict(), ensure_ascii=False) + "\n")
+        line = json.dumps(ev.to_dict(), ensure_ascii=False)
+        if readable(line) is not line:  # a lone surrogate (a model's `"\\ud800"`): JSON escapes it
+            line = json.dumps(ev.to_dict())
+        self._out.write(line + "\n")
         self._out.flush()
 
     def run_done(self, seconds: float) -> None:
@@ -296,7 +300,7 @@ class HumanPrinter:
     def _line(self, text: str) -> None:
         hide = self._spinner.hidden() if self._spinner is not None else contextlib.nullcontext()
         with hide:
-            self._out.write(text + "\n")
+            self._out.write(readable(text) + "\n")  # a lone surrogate shows as U+FFFD
             self._out.flush()
 
 

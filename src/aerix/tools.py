@@ -39,6 +39,7 @@ __all__ = [
     "check_input",
     "cut_result",
     "json_copy",
+    "readable",
     "run_tool",
     "tool",
 ]
@@ -395,6 +396,18 @@ def result_text(value: object) -> tuple[str, bool]:
         return _encode(value), False
     except (TypeError, ValueError, RecursionError) as exc:
         return f"error: the result cannot be serialised to JSON: {exc}", True
+
+
+def readable(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (a file name that `os.fsdecode` could not
+    decode, `"caf\\udce9.txt"`) becomes U+FFFD, which no model would have read otherwise."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def cut_result(text: str, limit: int) -> str:

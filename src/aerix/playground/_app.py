@@ -34,9 +34,8 @@ from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -119,7 +118,7 @@ def create_app(
         return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
     async def get_config(request: Request) -> Response:
-        return JSONResponse(config)
+        return _Json(config)
 
     async def get_session(request: Request) -> Response:
         session, new = _session(request, store)
@@ -128,7 +127,7 @@ def create_app(
             "settings": (session.settings or defaults).to_dict(),
             "runs": [r.to_dict() for r in session.runs],
         }
-        return _with_cookie(JSONResponse(body), session, new)
+        return _with_cookie(_Json(body), session, new)
 
     async def post_run(request: Request) -> Response:
         refused = _refuse_cross_site(request, json_body=True)
@@ -173,7 +172,7 @@ def create_app(
             return refused
         session, new = _session(request, store)
         stopped = session.stop("stopped from the page")
-        return _with_cookie(JSONResponse({"stopped": stopped}), session, new)
+        return _with_cookie(_Json({"stopped": stopped}), session, new)
 
     async def post_reset(request: Request) -> Response:
         refused = _refuse_cross_site(request)
@@ -184,7 +183,7 @@ def create_app(
             session.reset()
         except AerixError as exc:
             return _error(409, exc.message, session, new)
-        return _with_cookie(JSONResponse({"reset": True}), session, new)
+        return _with_cookie(_Json({"reset": True}), session, new)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -195,9 +194,7 @@ def create_app(
         if tasks:
             await asyncio.wait(tasks, timeout=5)
 
-    middleware = (
-        [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] if allowed_hosts else []
-    )
+    middleware = [Middleware(_Guard, hosts=list(allowed_hosts) if allowed_hosts else None)]
     app = Starlette(
         routes=[
             Route("/", page),
@@ -256,7 +253,67 @@ async def _stream(run: Run, hello: dict[str, Any]) -> AsyncIterator[str]:
 
 def _frame(data: dict[str, Any], event: str | None = None) -> str:
     head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
+    # ASCII escapes: a lone surrogate (a model's `"\\ud800"`) travels as JSON, not as bad UTF-8
+    return f"{head}data: {json.dumps(data)}\n\n"
+
+
+class _Json(JSONResponse):
+    """JSON with ASCII escapes: any text, a lone surrogate included, encodes."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+HEADERS = [
+    (b"x-frame-options", b"DENY"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+"""On every response: no framing by another site, no script or style from elsewhere."""
+
+
+class _Guard:
+    """ASGI middleware: the security headers on every response, and, given `hosts`, a 400 for a
+    request whose `Host` is none of them (against DNS rebinding; `[::1]:8000` reads as `::1`)."""
+
+    def __init__(self, app: Any, hosts: Sequence[str] | None) -> None:
+        self._app = app
+        self._hosts = None if hosts is None else {h.strip("[]").lower() for h in hosts}
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if self._hosts is not None:
+            host = _host_of(dict(scope["headers"]).get(b"host", b"").decode("latin-1"))
+            if host not in self._hosts:
+                await PlainTextResponse("Invalid host header", status_code=400, headers=_plain(HEADERS))(
+                    scope, receive, send
+                )
+                return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *HEADERS]
+            await send(message)
+
+        await self._app(scope, receive, with_headers)
+
+
+def _host_of(header: str) -> str:
+    """The host of a `Host` header, without its port: `[::1]:8000` → `::1`, `localhost:80` → `localhost`."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _plain(headers: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in headers}
 
 
 def _session(request: Request, store: SessionStore) -> tuple[Session, bool]:
@@ -287,7 +344,7 @@ async def _body(request: Request) -> bytes | None:
 
 
 def _error(status: int, message: str, session: Session, new: bool) -> Response:
-    return _with_cookie(JSONResponse({"error": message}, status_code=status), session, new)
+    return _with_cookie(_Json({"error": message}, status_code=status), session, new)
 
 
 def _busy(session: Session, new: bool) -> Response:
@@ -299,9 +356,9 @@ def _refuse_cross_site(request: Request, *, json_body: bool = False) -> Response
     """Refuse a POST from another site's page (its `Origin` is not this host)."""
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
-        return JSONResponse({"error": f"cross-site request from {origin} refused"}, status_code=403)
+        return _Json({"error": f"cross-site request from {origin} refused"}, status_code=403)
     if json_body and request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        return JSONResponse({"error": "send the run as application/json"}, status_code=415)
+        return _Json({"error": "send the run as application/json"}, status_code=415)
     return None
 
 

@@ -82,7 +82,8 @@ def serve(
         limits=limits,
         temperature=temperature,
         model_name=name if model_name is None else model_name,
-        allowed_hosts=LOOPBACK_NAMES if local else None,
+        # a loopback address answers to its own name too (`127.0.0.2`)
+        allowed_hosts=list(dict.fromkeys((*LOOPBACK_NAMES, host.strip("[]")))) if local else None,
     )
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]

@@ -57,6 +57,7 @@ class Settings:
                 "retries": self.limits.retries,
                 "max_tokens": self.limits.max_tokens,
                 "result_chars": self.limits.result_chars,
+                "repeats": self.limits.repeats,
             },
             "temperature": self.temperature,
         }
@@ -155,6 +156,8 @@ class Session:
         self.runs: list[Run] = []
         self.current: Run | None = None
         self.starting = False
+        self._stop_reason: str | None = None
+        """A Stop that came while the run was starting (its model being made): it ends the run."""
         self.last_seen = time.monotonic()
 
     @property
@@ -175,9 +178,11 @@ class Session:
         self.runs.clear()
 
     def stop(self, reason: str) -> bool:
-        """Abort the run in progress, if any; return whether there was one."""
+        """Abort the run in progress, or the one being started; return whether there was one."""
         if self.current is None:
-            return False
+            if self.starting:
+                self._stop_reason = reason
+            return self.starting
         self.current.controller.abort(reason)
         return True
 
@@ -205,7 +210,7 @@ class Session:
             raise AerixError(
                 "busy", "a run is already in progress in this session; press Stop or wait for its end"
             )
-        self.starting = True
+        self.starting, self._stop_reason = True, None
         try:
             dropped = False
             if self.agent is None or settings != self.settings:
@@ -219,6 +224,8 @@ class Session:
             self.starting = False
         self.current = run
         self.runs.append(run)
+        if self._stop_reason is not None:  # stopped while it started: it ends at once, with `abort`
+            run.controller.abort(self._stop_reason)
         run.task = asyncio.create_task(self._drive(run, events), name=f"aerix-playground-{self.id[:6]}")
         return run, dropped
 

@@ -163,6 +163,14 @@ class RunView {
   finish(how) {
     this.ended = true;
     this.open = null;
+    for (const row of this.calls.values()) {  // a call the run's end cut short has no result
+      if (row.root.dataset.state === "done") continue;
+      row.root.dataset.state = "stopped";
+      row.badge.textContent = "stopped";
+      row.badge.className = "badge stopped";
+      row.result.className = "result stopped";
+      row.result.textContent = "no result: the run ended first";
+    }
     if (this.bar) this.bar.remove();
     const t = this.totals;
     const line = `${this.count} generation${this.count === 1 ? "" : "s"} · ${t.prompt} prompt tokens ` +
@@ -311,7 +319,13 @@ async function send(prompt) {
 }
 
 async function post(path) {
-  const response = await fetch(path, { method: "POST" });
+  let response;
+  try {
+    response = await fetch(path, { method: "POST" });
+  } catch (err) {
+    notice(`The playground server cannot be reached: ${err}`);
+    return false;
+  }
   if (!response.ok) notice(await errorOf(response), response.status === 409 ? "busy" : "error");
   return response.ok;
 }
