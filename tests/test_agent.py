@@ -1301,3 +1301,47 @@ def test_a_generation_past_the_script_plays_no_entry_so_one_added_later_is_playe
 def test_a_scripted_model_refuses_a_chunk_size_that_is_no_count(size: Any) -> None:
     with pytest.raises(AerixError, match=r"chunk_size must be a whole number of characters >= 1, got "):
         ScriptedModel([], chunk_size=size)
+
+
+async def test_a_step_requested_keeps_the_run_though_its_events_are_dropped() -> None:
+    add_tool = tool(
+        name="add", description="Add.", input={"a": {"type": "integer"}}, run=lambda i: str(i["a"])
+    )
+    model = ScriptedModel(['{"calls":[{"tool":"add","input":{"a":2}}]}', '{"final":"2"}'])
+    agent = Agent(model=model, tools=[add_tool])
+    events = agent.run("go")
+    assert (await anext(events)).type == "text"
+    step = asyncio.ensure_future(anext(events))  # scheduled, not started
+    del events
+    assert (await step).type == "usage"  # the run went on
+
+
+async def test_a_run_dropped_while_its_tools_run_at_once_stops_them_before_freeing_the_agent() -> None:
+    """With `concurrent_calls`, tools run while the consumer has an event: dropped there, they are
+    aborted at once, and the agent is free once they have stopped (not while one still runs)."""
+    stopped: list[str] = []
+
+    async def slow(input: dict[str, Any], cx: Any) -> str:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.append(str(cx.signal.reason))
+        return "late"
+
+    quick = tool(name="quick", description="Quick.", input={}, run=lambda i: "fast")
+    slow_tool = tool(name="slow", description="Slow.", input={}, run=slow)
+    turn = '{"calls":[{"tool":"quick","input":{}},{"tool":"slow","input":{}}]}'
+    agent = Agent(
+        model=ScriptedModel([turn, '{"final":"x"}']),
+        tools=[quick, slow_tool],
+        calls_per_turn=2,
+        concurrent_calls=True,
+    )
+    async for ev in agent.run("go"):
+        if ev.type == "result":
+            break  # `quick`'s result; `slow` still runs
+    assert agent.busy  # not free while `slow` runs
+    async with asyncio.timeout(5):
+        while agent.busy:  # the event loop closes the run, which waits for `slow` to stop
+            await asyncio.sleep(0.01)
+    assert stopped == ["the run's consumer dropped it"]

@@ -176,8 +176,16 @@ def test_unwrap() -> None:
         {"ge": 1, "lt": 9},
     )
     assert unwrap(Annotated[Annotated[int, annotated_types.Ge(1)], annotated_types.Ge(5)])[3] == {"ge": 5}
-    with pytest.raises(AerixError, match=r"p: Annotated metadata 3 is not supported; give a description"):
-        unwrap(Annotated[int, "d", 3], "p")
+    # an outer bound wins over an inner one, across `| None` too (as pydantic reads them)
+    assert unwrap(Annotated[Annotated[int, annotated_types.Ge(1)] | None, annotated_types.Ge(5)])[3] == {
+        "ge": 5
+    }
+    # what says nothing of the value's schema is left to the conversion: `None`, another library's marker
+    assert unwrap(Annotated[int, None, "d", object()], "p") == (int, "d", False, {})
+    with pytest.raises(
+        AerixError, match=r"p: Annotated metadata MultipleOf\(multiple_of=2\) is not supported"
+    ):
+        unwrap(Annotated[int, annotated_types.MultipleOf(2)], "p")
 
 
 class Mixed(enum.Enum):

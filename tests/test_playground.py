@@ -403,6 +403,41 @@ async def test_loopback_hosts_are_read_with_their_port_and_brackets(base: str, s
         assert (await client.get("/")).status_code == status
 
 
+@pytest.mark.parametrize(
+    ("header", "host"),
+    [("[::1]:8000", "::1"), ("[::1]", "::1"), ("::1", "::1"), ("LOCALHOST:80", "localhost"),
+     ("[::1]evil.example", ""), ("[::1", ""), ("", "")],
+)  # fmt: skip
+def test_a_host_header_is_read_as_one_host(header: str, host: str) -> None:
+    from aerix.playground._app import _host_of
+
+    assert _host_of(header) == host
+
+
+async def test_allowed_hosts_take_wildcards_and_the_first_host_header() -> None:
+    app = create_app(ScriptedModel, tools=[add], allowed_hosts=["*.corp.example", "localhost"])
+    for base, status in (
+        ("http://a.corp.example", 200),
+        ("http://corp.example", 400),
+        ("http://evil.example", 400),
+    ):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base) as client:
+            assert (await client.get("/")).status_code == status, base
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/", "raw_path": b"/", "query_string": b"",
+             "headers": [(b"host", b"evil.example"), (b"host", b"localhost")], "http_version": "1.1",
+             "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": ""}  # fmt: skip
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 400  # the first Host, as Starlette and the app read it
+
+
 async def test_every_response_says_it_may_not_be_framed_nor_load_from_elsewhere(client_for) -> None:
     client = client_for(create_app(ScriptedModel, tools=[add]))
     for path in ("/", "/api/config", "/static/app.js"):

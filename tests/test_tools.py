@@ -1051,7 +1051,11 @@ def test_annotated_bounds_become_schema_keywords_and_are_checked() -> None:
         ),
         ("Annotated[int, pydantic.Field(default=3)]", r"Field\(default=...\) in Annotated is not supported"),
         ("Annotated[str, at.Ge(1)]", r"the bound ge=1 does not apply to a value of type string"),
-        ("Annotated[int, 3]", r"Annotated metadata 3 is not supported"),
+        ("Annotated[int, at.Predicate(bool)]", r"Annotated metadata Predicate\(bool\) is not supported"),
+        (
+            "Annotated[dict[str, int], at.MinLen(1)]",
+            r"the bound min_length=1 does not apply to a value of type object",
+        ),
     ],
 )
 def test_annotated_metadata_that_says_nothing_schema_can_is_refused_naming_the_parameter(
@@ -1076,3 +1080,23 @@ async def test_a_lone_surrogate_in_a_result_reads_as_the_replacement_character()
     assert result.text == "caf\ufffd.txt" and not result.error
     assert model.calls[1].messages[-1]["content"].endswith("caf\ufffd.txt")
     model.calls[1].messages[-1]["content"].encode()  # UTF-8 carries every message
+
+
+def test_pydantics_constrained_types_give_their_bounds_and_leave_the_rest_to_conversion() -> None:
+    """`conint`, `constr`, `confloat` carry `None`s, `Strict`, string transforms and validators
+    in their metadata: the bounds become keywords, the rest is pydantic's to apply."""
+
+    def pick(
+        n: pydantic.conint(ge=1, strict=True),  # type: ignore[valid-type]
+        word: pydantic.constr(strip_whitespace=True, min_length=2),  # type: ignore[valid-type]
+        share: pydantic.confloat(gt=0, lt=1),  # type: ignore[valid-type]
+        lower: Annotated[str, pydantic.StringConstraints(to_lower=True)],
+        checked: Annotated[int, pydantic.AfterValidator(lambda v: v)],
+    ) -> str:
+        return "ok"
+
+    props = tool(pick).schema["properties"]
+    assert props["n"] == {"type": "integer", "minimum": 1}
+    assert props["word"] == {"type": "string", "minLength": 2}
+    assert props["share"] == {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
+    assert props["lower"] == {"type": "string"} and props["checked"] == {"type": "integer"}

@@ -666,3 +666,32 @@ def test_a_nullable_container_reads_apart_from_nullable_items() -> None:
         kind({"type": "array", "items": {"type": ["string", "null"]}})
         == "  - x (array of (string or null); optional)"
     )
+
+
+def test_choices_that_only_require_keys_speak_of_their_parents_fields() -> None:
+    """`anyOf: [{"required": ["id"]}, {"required": ["name"]}]` ("id or name"): the fields are
+    listed once, as the object's; a choice no input can take is no reason to refuse the tool."""
+    either = tool(
+        name="search",
+        description="d",
+        schema={
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "name": {"type": "string"}},
+            "anyOf": [{"required": ["id"]}, {"required": ["name"]}],
+        },
+        run=lambda i: "",
+    )
+    assert render_tool(either).splitlines()[2:] == [
+        "  - id (string; optional)",
+        "  - name (string; optional)",
+    ]
+    impossible = {"type": "object", "properties": {}, "required": ["z"], "additionalProperties": False}
+    optional = tool(
+        name="s2",
+        description="d",
+        schema={"type": "object", "properties": {"o": {"anyOf": [{"type": "string"}, impossible]}}},
+        run=lambda i: "",
+    )
+    assert render_tool(optional).splitlines()[2:] == ["  - o (string or object; optional)"]
+    check_decodable(input_schema(optional), where="s2")
+    assert check_input(optional, {"o": "x"}) is None

@@ -117,10 +117,12 @@ def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dic
         origin = get_origin(annotation)
         if origin is Annotated:
             inner, *meta = get_args(annotation)
-            for m in meta:
+            level: dict[str, Any] = {}
+            for m in meta:  # one `Annotated`'s, inner ones first: a later bound wins
                 said, more = _metadata(m, where)
                 description = said if description is None else description
-                bounds = {**bounds, **more}  # a later one (an outer `Annotated`'s) wins
+                level.update(more)
+            bounds = {**level, **bounds}  # an outer `Annotated`'s (met first) wins over an inner one
             annotation = inner
         elif origin is Required or origin is NotRequired:  # a TypedDict key's: read by `_required_key`
             (annotation,) = get_args(annotation)
@@ -142,11 +144,20 @@ _FIELD_KEEPS = frozenset({"description", "title", "examples", *_BOUNDS})
 
 
 def _metadata(meta: object, where: str) -> tuple[str | None, dict[str, Any]]:
-    """One item of `Annotated`'s metadata: a description, or bounds (`unwrap`)."""
+    """One item of `Annotated`'s metadata: a description (a string, a `Doc`), bounds
+    (`annotated_types`', a pydantic `Field`'s or `StringConstraints`'), or nothing the schema
+    says (`None`, a validator, `Strict`, a string transform: the conversion applies them).
+
+    Raises:
+        AerixError: For a bound no schema keyword here says (`MultipleOf`, a `Predicate`): it
+            would be lost without a word.
+    """
     if isinstance(meta, str):
         return meta, {}
-    module = type(meta).__module__
-    if type(meta).__name__ == "FieldInfo" and module.startswith("pydantic"):
+    kind, module = type(meta).__name__, type(meta).__module__
+    if kind == "Doc" and isinstance(getattr(meta, "documentation", None), str):  # PEP 727
+        return meta.documentation, {}  # type: ignore[attr-defined]
+    if kind == "FieldInfo" and module.startswith("pydantic"):
         given = set(getattr(meta, "_attributes_set", {}))
         if extra := sorted(given - _FIELD_KEEPS):
             raise AerixError(
@@ -168,14 +179,22 @@ def _metadata(meta: object, where: str) -> tuple[str | None, dict[str, Any]]:
         values = {k: v for k, v in found.items() if v is not None}
         if values.get("min_length") == 0:  # `Len()`: at least no items is no bound
             del values["min_length"]
-        if found and set(values) <= set(_BOUNDS):
-            return None, values
-    raise AerixError(
-        "options",
-        f"{where}: Annotated metadata {meta!r} is not supported; give a description string, "
-        "annotated_types bounds (Ge, Gt, Le, Lt, Interval, MinLen, MaxLen, Len) or a pydantic "
-        "Field with a description and bounds",
-    )
+        if kind == "Predicate":
+            values["predicate"] = values.pop("func", None)
+        if unsaid := sorted(set(values) & _UNSAID):
+            raise AerixError(
+                "options",
+                f"{where}: Annotated metadata {meta!r} is not supported: aerix's schemas have no "
+                f"{unsaid[0]}; give bounds of gt, ge, lt, le, min_length, max_length or pattern",
+            )
+        return None, {k: v for k, v in values.items() if k in _BOUNDS}
+    return None, {}  # `None` (conint's), another library's marker: nothing the schema says
+
+
+_UNSAID = frozenset({"multiple_of", "predicate", "max_digits", "decimal_places"})
+"""Bounds of `annotated_types` and pydantic that no keyword of aerix's schemas says (`MultipleOf`,
+a `Predicate`, a decimal's digits): refused rather than lost. (A pydantic validator is code that
+pydantic runs where it converts, a `BaseModel`'s field: no bound of the schema.)"""
 
 
 _BOUND_KEYWORDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}

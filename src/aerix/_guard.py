@@ -89,13 +89,13 @@ class Handout(AsyncGenerator[Any, None]):
         return self
 
     def __anext__(self) -> Coroutine[Any, Any, Any]:
-        return self._events.__anext__()
+        return _Step(self, self._events.__anext__())
 
     def asend(self, value: None) -> Coroutine[Any, Any, Any]:
-        return self._events.asend(value)
+        return _Step(self, self._events.asend(value))
 
     def athrow(self, *args: Any) -> Coroutine[Any, Any, Any]:
-        return self._events.athrow(*args)
+        return _Step(self, self._events.athrow(*args))
 
     def aclose(self) -> Coroutine[Any, Any, None]:
         return self._events.aclose()
@@ -105,6 +105,29 @@ class Handout(AsyncGenerator[Any, None]):
             self._left()
         except Exception:  # never out of a finaliser
             pass
+
+
+class _Step(Coroutine[Any, Any, Any]):
+    """A step asked of a `Handout`, holding it until the step is done: a step requested (a task
+    made of `anext(events)`) keeps the run though nothing else holds its events."""
+
+    __slots__ = ("_handout", "_step")
+
+    def __init__(self, handout: Handout, step: Any) -> None:
+        self._handout = handout
+        self._step = step
+
+    def __await__(self) -> Any:
+        return self._step.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._step.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._step.throw(*args)
+
+    def close(self) -> None:
+        self._step.close()
 
 
 class Consumer:

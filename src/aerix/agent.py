@@ -71,6 +71,8 @@ class _Run:
     """The task the run's consumer iterates it in, watched while the consumer has an event."""
     released: bool = False
     """The agent is free of the run: it ended, or its consumer's task was cancelled."""
+    tools_running: bool = False
+    """A turn's calls run at once (`concurrent_calls`): tools may run while the consumer has an event."""
 
 
 class Agent:
@@ -270,8 +272,13 @@ class Agent:
     def _dropped(self, started: list[_Run], events: object) -> None:
         """The consumer dropped a run's events between two of them (`Handout`): nothing can
         resume the run, so it is ended now, not when the event loop gets to close it."""
-        if started and not started[0].released and not getattr(events, "ag_running", True):
-            self._abandon(started[0], "the run's consumer dropped it")
+        if not started or started[0].released or getattr(events, "ag_running", True):
+            return
+        run = started[0]
+        if run.tools_running:  # its tools stop now; the agent is free once they have (the run's close)
+            run.controller.abort("the run's consumer dropped it")
+        else:
+            self._abandon(run, "the run's consumer dropped it")
 
     def _check_idle(self) -> None:
         self._free_abandoned()
@@ -360,12 +367,16 @@ class Agent:
                     self._turn_done(run, turn, calls, results)
                     yield result
             else:
-                async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
-                    async for ev in played:  # every `call` event, then the `result`s in call order
-                        if isinstance(ev, ResultEvent):
-                            results.append((ev.id, ev.tool, ev.text))
-                            self._turn_done(run, turn, calls, results)
-                        yield ev
+                run.tools_running = True
+                try:
+                    async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
+                        async for ev in played:  # every `call` event, then the `result`s in call order
+                            if isinstance(ev, ResultEvent):
+                                results.append((ev.id, ev.tool, ev.text))
+                                self._turn_done(run, turn, calls, results)
+                            yield ev
+                finally:
+                    run.tools_running = False
         plural = "" if run.generation == 1 else "s"
         run.ending = EndEvent(
             reason="turns", message=f"no final after {run.generation} generation{plural} (limits.turns)"

@@ -161,7 +161,10 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
     properties = schema.get("properties")
     named: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
     required = schema.get("required") or ()
-    unnamed = [str(name) for name in required if name not in named]  # what additionalProperties allows
+    # An object's required key that its properties leave out (what additionalProperties allows);
+    # a bare `{"required": [...]}` (one choice of an anyOf) speaks of its parent's properties.
+    whole = ("properties" in schema or "object" in kinds) and schema.get("additionalProperties") is not False
+    unnamed = [str(name) for name in required if name not in named] if whole else []
     if named or unnamed:
         for name, sub in named.items():
             lines += _field_lines(str(name), sub, name in required, indent)
@@ -324,7 +327,9 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
         # A required key that the properties leave out takes what `additionalProperties`
         # allows (any value when it is left out), named so that the closed object admits it.
         extra = schema.get("additionalProperties", True)
-        unnamed = {n: _decoded(extra, bounded) for n in required if n not in properties}
+        unnamed = {
+            n: _decoded(extra, bounded) for n in required if n not in properties and extra is not False
+        }
         out["properties"] = {
             **{n: named[n] for n in properties if n in required},
             **unnamed,

@@ -278,19 +278,26 @@ HEADERS = [
 
 class _Guard:
     """ASGI middleware: the security headers on every response, and, given `hosts`, a 400 for a
-    request whose `Host` is none of them (against DNS rebinding; `[::1]:8000` reads as `::1`)."""
+    request whose `Host` is none of them (against DNS rebinding; `[::1]:8000` reads as `::1`;
+    `*.example.com` takes its subdomains, `*` any host)."""
 
     def __init__(self, app: Any, hosts: Sequence[str] | None) -> None:
         self._app = app
-        self._hosts = None if hosts is None else {h.strip("[]").lower() for h in hosts}
+        self._hosts = None if hosts is None or "*" in hosts else {h.strip("[]").lower() for h in hosts}
+
+    def _allowed(self, host: str) -> bool:
+        assert self._hosts is not None
+        return host in self._hosts or any(
+            h.startswith("*.") and host.endswith(h[1:]) and len(host) > len(h) - 1 for h in self._hosts
+        )
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
         if self._hosts is not None:
-            host = _host_of(dict(scope["headers"]).get(b"host", b"").decode("latin-1"))
-            if host not in self._hosts:
+            first = next((v for k, v in scope["headers"] if k == b"host"), b"")  # as Starlette reads it
+            if not self._allowed(_host_of(first.decode("latin-1"))):
                 await PlainTextResponse("Invalid host header", status_code=400, headers=_plain(HEADERS))(
                     scope, receive, send
                 )
@@ -307,8 +314,10 @@ class _Guard:
 def _host_of(header: str) -> str:
     """The host of a `Host` header, without its port: `[::1]:8000` → `::1`, `localhost:80` → `localhost`."""
     header = header.strip().lower()
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
+    if header.startswith("["):  # an IPv6 literal, then nothing or a port
+        end = header.find("]")
+        rest = header[end + 1 :] if end > 0 else "?"
+        return header[1:end] if rest == "" or (rest[:1] == ":" and rest[1:].isdigit()) else ""
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
