@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
@@ -76,58 +77,43 @@ class Handout(AsyncGenerator[Any, None]):
     Python does not close an async generator that an `async for` leaves (a `break`, an
     exception, a timeout): the event loop closes it only a turn or two after nothing holds
     it, and until then the agent would stay busy. Dropped between two events, nothing can
-    resume the run any more, so `left` ends it at once.
+    resume the run any more, so `left` ends it at once. A step still held elsewhere (a task
+    made of `anext(events)`, not started yet) may resume it: `left` is told, and leaves it.
     """
 
-    __slots__ = ("__weakref__", "_events", "_left")
+    __slots__ = ("__weakref__", "_events", "_left", "_step")
 
-    def __init__(self, events: AsyncGenerator[Any, None], left: Callable[[], None]) -> None:
+    def __init__(self, events: AsyncGenerator[Any, None], left: Callable[[bool], None]) -> None:
         self._events = events
         self._left = left
+        self._step: Any = None
+        """The last step asked for: while someone still holds it, the run may go on."""
 
     def __aiter__(self) -> Handout:
         return self
 
     def __anext__(self) -> Coroutine[Any, Any, Any]:
-        return _Step(self, self._events.__anext__())
+        self._step = step = self._events.__anext__()
+        return step
 
     def asend(self, value: None) -> Coroutine[Any, Any, Any]:
-        return _Step(self, self._events.asend(value))
+        self._step = step = self._events.asend(value)
+        return step
 
     def athrow(self, *args: Any) -> Coroutine[Any, Any, Any]:
-        return _Step(self, self._events.athrow(*args))
+        self._step = step = self._events.athrow(*args)
+        return step
 
     def aclose(self) -> Coroutine[Any, Any, None]:
         return self._events.aclose()
 
     def __del__(self) -> None:
         try:
-            self._left()
+            # Held by this slot and by getrefcount's argument alone, the last step was awaited
+            # to its end (an `async for` lets go of each one) or never taken.
+            self._left(self._step is not None and sys.getrefcount(self._step) > 2)
         except Exception:  # never out of a finaliser
             pass
-
-
-class _Step(Coroutine[Any, Any, Any]):
-    """A step asked of a `Handout`, holding it until the step is done: a step requested (a task
-    made of `anext(events)`) keeps the run though nothing else holds its events."""
-
-    __slots__ = ("_handout", "_step")
-
-    def __init__(self, handout: Handout, step: Any) -> None:
-        self._handout = handout
-        self._step = step
-
-    def __await__(self) -> Any:
-        return self._step.__await__()
-
-    def send(self, value: Any) -> Any:
-        return self._step.send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._step.throw(*args)
-
-    def close(self) -> None:
-        self._step.close()
 
 
 class Consumer:

@@ -230,7 +230,7 @@ class Agent:
         self._check_idle()
         started: list[_Run] = []
         events = observe(self, self._run(prompt, signal, started))  # the one seam for tracing
-        return Handout(events, lambda: self._dropped(started, events))
+        return Handout(events, lambda held: self._dropped(started, events, held))
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """Run to the end and return the final answer.
@@ -269,10 +269,11 @@ class Agent:
         run.controller.abort(reason)
         self._release(run)
 
-    def _dropped(self, started: list[_Run], events: object) -> None:
+    def _dropped(self, started: list[_Run], events: object, held: bool) -> None:
         """The consumer dropped a run's events between two of them (`Handout`): nothing can
-        resume the run, so it is ended now, not when the event loop gets to close it."""
-        if not started or started[0].released or getattr(events, "ag_running", True):
+        resume the run, so it is ended now, not when the event loop gets to close it. Not if
+        a step is under way (`ag_running`) or still held (`held`: a task yet to take it)."""
+        if held or not started or started[0].released or getattr(events, "ag_running", True):
             return
         run = started[0]
         if run.tools_running:  # its tools stop now; the agent is free once they have (the run's close)
