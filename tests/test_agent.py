@@ -1345,3 +1345,37 @@ async def test_a_run_dropped_while_its_tools_run_at_once_stops_them_before_freei
         while agent.busy:  # the event loop closes the run, which waits for `slow` to stop
             await asyncio.sleep(0.01)
     assert stopped == ["the run's consumer dropped it"]
+
+
+async def test_an_event_read_in_a_task_then_left_frees_the_agent() -> None:
+    """`asyncio.wait_for(anext(events), t)` runs the step in a task, which ends normally: it holds
+    the run no more, and the agent is free once the consumer lets go."""
+    agent = Agent(model=ScriptedModel([Stall(text='{"final":"'), '{"final":"two"}']))
+
+    async def first_event() -> str:
+        events = agent.run("one")
+        ev = await asyncio.wait_for(anext(events), 5)
+        return ev.type
+
+    assert await first_event() == "text"
+    async with asyncio.timeout(5):
+        while agent.busy:
+            await asyncio.sleep(0.01)
+    assert (await agent.ask("again")).text == "two"
+
+
+async def test_a_break_at_a_call_event_with_tools_at_once_frees_the_agent_at_once() -> None:
+    """No tool runs yet at a `call` event (all `call`s come first): nothing to wait for."""
+    quick = tool(name="quick", description="Quick.", input={}, run=lambda i: "fast")
+    turn = '{"calls":[{"tool":"quick","input":{}},{"tool":"quick","input":{}}]}'
+    agent = Agent(
+        model=ScriptedModel([turn, '{"final":"x"}', '{"final":"y"}']),
+        tools=[quick],
+        calls_per_turn=2,
+        concurrent_calls=True,
+        limits={"repeats": 2},
+    )
+    async for ev in agent.run("go"):
+        if ev.type == "call":
+            break
+    assert not agent.busy

@@ -1100,3 +1100,39 @@ def test_pydantics_constrained_types_give_their_bounds_and_leave_the_rest_to_con
     assert props["word"] == {"type": "string", "minLength": 2}
     assert props["share"] == {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
     assert props["lower"] == {"type": "string"} and props["checked"] == {"type": "integer"}
+
+
+def even(v: int) -> int:
+    if v % 2:
+        raise ValueError("must be even")
+    return v
+
+
+@dataclasses.dataclass
+class Pair:
+    qty: Annotated[int, pydantic.AfterValidator(even)]
+
+
+def test_pydantics_validators_and_transforms_in_annotated_run_on_the_checked_value() -> None:
+    """What a schema cannot say, pydantic applies where aerix converts: a parameter, a list's
+    items, a dataclass's field; a refusal names its path."""
+
+    def take(
+        n: Annotated[int, pydantic.AfterValidator(even)],
+        code: pydantic.constr(strip_whitespace=True, to_upper=True, min_length=1),  # type: ignore[valid-type]
+        pair: Pair,
+        items: list[Annotated[int, pydantic.AfterValidator(even)]],
+    ) -> str:
+        return f"{n} {code} {pair.qty} {items}"
+
+    t = tool(take)
+    good = {"n": 2, "code": " ab ", "pair": {"qty": 4}, "items": [6]}
+    assert t.run(good, None) == "2 AB 4 [6]"  # type: ignore[arg-type]
+    for bad, path in (
+        ({"n": 3}, "input.n"),
+        ({"pair": {"qty": 5}}, "input.pair.qty"),
+        ({"items": [6, 7]}, "input.items[1]"),
+    ):
+        with pytest.raises(ValueError) as caught:
+            t.run({**good, **bad}, None)  # type: ignore[arg-type]
+        assert str(caught.value) == f"{path}: Value error, must be even"

@@ -641,6 +641,9 @@ def test_a_required_key_that_additional_properties_forbids_is_refused() -> None:
     schema = {"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": False}
     with pytest.raises(AerixError, match=r"schema.required names 'b', which properties does not list and "):
         tool(name="t", description="d", schema=schema, run=lambda i: "")
+    nested = {"type": "object", "properties": {"x": schema}, "required": ["x"]}  # below the root too
+    with pytest.raises(AerixError, match=r"schema.properties.x.required names 'b'"):
+        tool(name="t", description="d", schema=nested, run=lambda i: "")
 
 
 def test_a_nullable_container_reads_apart_from_nullable_items() -> None:

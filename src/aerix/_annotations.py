@@ -29,7 +29,16 @@ from ._schema import check_schema
 from ._validate import is_integer, is_number, key_segment
 from .errors import AerixError, message_of
 
-__all__ = ["ConversionError", "Converter", "constrained", "converted", "same", "schema_of", "unwrap"]
+__all__ = [
+    "ConversionError",
+    "Converter",
+    "constrained",
+    "converted",
+    "pydantic_conversion",
+    "same",
+    "schema_of",
+    "unwrap",
+]
 
 Converter = Callable[[Any], Any]
 
@@ -197,6 +206,51 @@ a `Predicate`, a decimal's digits): refused rather than lost. (A pydantic valida
 pydantic runs where it converts, a `BaseModel`'s field: no bound of the schema.)"""
 
 
+def pydantic_conversion(ann: Any, where: str) -> Converter | None:
+    """Pydantic's own conversion of `ann` where its `Annotated` metadata asks for one that a
+    schema cannot say (a validator, `strip_whitespace`, `to_lower`): `TypeAdapter(ann)`'s, which
+    runs them on the checked value; `None` where there is none."""
+    if not any(_converts(m) for m in _metadata_of(ann)):
+        return None
+    from pydantic import TypeAdapter  # imported already: the metadata is pydantic's
+
+    try:
+        return TypeAdapter(ann).validate_python
+    except Exception as exc:  # an annotation pydantic cannot build a validator for
+        raise AerixError("options", f"{where}: pydantic cannot apply {_name(ann)}: {exc}") from None
+
+
+def _metadata_of(ann: Any) -> list[object]:
+    """The `Annotated` metadata of `ann`, through `| None` and nested `Annotated`s (not inside
+    containers: their items are annotations of their own)."""
+    found: list[object] = []
+    while True:
+        origin = get_origin(ann)
+        if origin is Annotated:
+            ann, *meta = get_args(ann)
+            found += meta
+        elif origin in (typing.Union, types.UnionType) and type(None) in get_args(ann):
+            rest = [a for a in get_args(ann) if a is not type(None)]
+            if len(rest) != 1:
+                return found
+            ann = rest[0]
+        else:
+            return found
+
+
+def _converts(meta: object) -> bool:
+    """Whether `meta` is pydantic's and asks for a conversion no schema says: a validator, or a
+    string transform (a `Field`'s own metadata included)."""
+    module = type(meta).__module__
+    if not module.startswith("pydantic"):
+        return False
+    if type(meta).__name__ == "FieldInfo":
+        return any(_converts(m) for m in getattr(meta, "metadata", ()))
+    if "validator" in module or type(meta).__name__.endswith("Validator"):
+        return True
+    return any(getattr(meta, k, None) for k in ("strip_whitespace", "to_lower", "to_upper"))
+
+
 _BOUND_KEYWORDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
 
 
@@ -250,6 +304,10 @@ class _Mapper:
         inner, description, nullable, bounds = unwrap(ann, where)
         schema, convert = self._inner(inner, where)
         schema = constrained(schema, bounds, where)
+        if (applied := pydantic_conversion(ann, where)) is not None:  # its validators, transforms
+            return (_nullable(schema) if nullable else schema) | (
+                {} if description is None else {"description": description}
+            ), applied
         if nullable:
             schema, convert = _nullable(schema), _or_none(convert)
         if description is not None:

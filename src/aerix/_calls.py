@@ -43,6 +43,8 @@ class Seen:
     """The id and result text of the last of each."""
     repeated: bool = False
     """Whether the last turn had a call past `Limits.repeats`."""
+    running: list[asyncio.Task[tuple[str, bool]]] = field(default_factory=list)
+    """The tools of the turn that run at once (`Calls.play`), while it plays."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -97,9 +99,11 @@ class Calls:
                     step.job = asyncio.ensure_future(
                         run_tool(self.tools[step.call.tool], step.call.input, cx)
                     )
+                    seen.running.append(step.job)
             for step in steps:
                 yield await self.finish(step, seen, signal)
         finally:
+            seen.running.clear()
             await _stop([s.job for s in steps if s.job is not None])
 
     async def plan(self, call: Call, seen: Seen, *, check: bool = False) -> _Step:

@@ -154,6 +154,8 @@ class Consumer:
     def _done(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():
             self._free()
+        elif task is self._task:  # ended: it holds no event any more (nor, through it, the run)
+            self._task = None
 
 
 def aborted(signal: AbortSignal) -> EndEvent:

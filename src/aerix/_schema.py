@@ -150,8 +150,8 @@ def _check_node(node: object, path: str, where: str) -> None:
             raise _bad(f"{at}.required must be a list of distinct property names, got {short(req)}")
         listed = node.get("properties", {})
         forbidden = [r for r in req if r not in listed] if node.get("additionalProperties") is False else []
-        if forbidden and isinstance(listed, dict) and path == "schema":  # at the root: no input fits
-            # (below it, one choice of an `anyOf` may be impossible while another fits)
+        if forbidden and isinstance(listed, dict) and "anyOf[" not in path and "oneOf[" not in path:
+            # no value fits here (within a choice of an `anyOf`, another choice may)
             raise _bad(
                 f"{at}.required names {forbidden[0]!r}, which properties does not list and "
                 "additionalProperties (false) forbids; no value can fit"

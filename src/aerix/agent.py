@@ -71,8 +71,6 @@ class _Run:
     """The task the run's consumer iterates it in, watched while the consumer has an event."""
     released: bool = False
     """The agent is free of the run: it ended, or its consumer's task was cancelled."""
-    tools_running: bool = False
-    """A turn's calls run at once (`concurrent_calls`): tools may run while the consumer has an event."""
 
 
 class Agent:
@@ -276,7 +274,8 @@ class Agent:
         if held or not started or started[0].released or getattr(events, "ag_running", True):
             return
         run = started[0]
-        if run.tools_running:  # its tools stop now; the agent is free once they have (the run's close)
+        if any(not job.done() for job in run.seen.running):  # tools run at once: they stop now, and
+            # the agent is free once they have (when the event loop closes the run)
             run.controller.abort("the run's consumer dropped it")
         else:
             self._abandon(run, "the run's consumer dropped it")
@@ -368,16 +367,12 @@ class Agent:
                     self._turn_done(run, turn, calls, results)
                     yield result
             else:
-                run.tools_running = True
-                try:
-                    async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
-                        async for ev in played:  # every `call` event, then the `result`s in call order
-                            if isinstance(ev, ResultEvent):
-                                results.append((ev.id, ev.tool, ev.text))
-                                self._turn_done(run, turn, calls, results)
-                            yield ev
-                finally:
-                    run.tools_running = False
+                async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
+                    async for ev in played:  # every `call` event, then the `result`s in call order
+                        if isinstance(ev, ResultEvent):
+                            results.append((ev.id, ev.tool, ev.text))
+                            self._turn_done(run, turn, calls, results)
+                        yield ev
         plural = "" if run.generation == 1 else "s"
         run.ending = EndEvent(
             reason="turns", message=f"no final after {run.generation} generation{plural} (limits.turns)"

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
-from ._annotations import Converter, constrained, converted, same, schema_of, unwrap
+from ._annotations import Converter, constrained, converted, pydantic_conversion, same, schema_of, unwrap
 from ._docstring import parse_docstring
 from ._fields import Field, FieldType, check_fields, field_of, fields_schema
 from ._schema import Validator, check_schema, compile_validator, short
@@ -243,6 +243,7 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
         inner, described, nullable, bounds = unwrap(ann, where)
         schema, convert = schema_of(inner, where=where)
         schema = constrained(schema, bounds, where)
+        convert = pydantic_conversion(ann, where) or convert  # its validators and transforms
         described = doc.params.get(p.name, described) if described is None else described
         if described:
             schema = {**schema, "description": described}
