@@ -687,7 +687,24 @@ def test_choices_that_only_require_keys_speak_of_their_parents_fields() -> None:
     assert render_tool(either).splitlines()[2:] == [
         "  - id (string; optional)",
         "  - name (string; optional)",
+        "  (give id or name)",
     ]
+    nested = tool(
+        name="n",
+        description="d",
+        schema={
+            "type": "object",
+            "properties": {
+                "q": {
+                    "type": "object",
+                    "properties": either.schema["properties"],
+                    "oneOf": either.schema["anyOf"],
+                }
+            },
+        },
+        run=lambda i: "",
+    )
+    assert render_tool(nested).splitlines()[2] == "  - q (object; optional; give id or name)"
     impossible = {"type": "object", "properties": {}, "required": ["z"], "additionalProperties": False}
     optional = tool(
         name="s2",

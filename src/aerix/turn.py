@@ -142,7 +142,10 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
     notes = _notes(schema)
     lines: list[str] = []
     options = schema.get("anyOf", schema.get("oneOf"))
-    if isinstance(options, list) and options:
+    if isinstance(options, list) and options and all(_requires_only(o) for o in options):
+        # "id or name": choices that only require some of the object's own fields
+        notes.append("give " + " or ".join(" and ".join(map(str, o["required"])) for o in options))
+    elif isinstance(options, list) and options:
         shapes = [_shape(o, indent + "  ") for o in options if isinstance(o, Mapping)]
         if all(not sub for _, _, sub in shapes):  # simple options: `string or null`
             kinds += [k for k, _, _ in shapes]
@@ -186,6 +189,15 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
     return joint.join(unique) if unique else "any JSON value", notes, lines
 
 
+def _requires_only(schema: object) -> bool:
+    """A choice that only requires keys (`{"required": ["id"]}`), of its parent's fields."""
+    return (
+        isinstance(schema, Mapping)
+        and bool(schema.get("required"))
+        and set(schema) <= {"required", "description", "title"}
+    )
+
+
 def _grouped(kind: str) -> str:
     """An item's kind inside its container's: `(object or null)` when it has options."""
     return f"({kind})" if " or " in kind and not kind.startswith("one of ") else kind
@@ -206,7 +218,9 @@ def render_tool(t: Tool) -> str:
     schema = _input_of(t)
     properties = schema.get("properties")
     if (isinstance(properties, Mapping) and properties) or schema.get("required"):
-        return "\n".join([head, "  input:", *_shape(schema, "  ")[2]])
+        _, notes, lines = _shape(schema, "  ")
+        choices = [f"  ({n})" for n in notes if n.startswith("give ")]  # "id or name", at the root
+        return "\n".join([head, "  input:", *lines, *choices])
     if not (
         isinstance(schema.get("additionalProperties"), Mapping) or "anyOf" in schema or "oneOf" in schema
     ):
