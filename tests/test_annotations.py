@@ -166,22 +166,21 @@ def test_a_flat_converter_is_the_identity() -> None:
 
 
 def test_unwrap() -> None:
-    assert unwrap(Annotated[int | None, "d"]) == (int, "d", True, {})
-    assert unwrap(int | str) == (int | str, None, False, {})
-    assert unwrap(NotRequired[Annotated[str, "z"]]) == (str, "z", False, {})
-    assert unwrap(Annotated[int, "d", annotated_types.Ge(1), annotated_types.Lt(9)]) == (
-        int,
-        "d",
-        False,
-        {"ge": 1, "lt": 9},
-    )
+    assert unwrap(Annotated[int | None, "d"]) == (int, "d", True, {}, ["d"])
+    assert unwrap(int | str) == (int | str, None, False, {}, [])
+    ge, lt = annotated_types.Ge(1), annotated_types.Lt(9)
+    assert unwrap(Annotated[int, "d", ge, lt]) == (int, "d", False, {"ge": 1, "lt": 9}, ["d", ge, lt])
     assert unwrap(Annotated[Annotated[int, annotated_types.Ge(1)], annotated_types.Ge(5)])[3] == {"ge": 5}
     # an outer bound wins over an inner one, across `| None` too (as pydantic reads them)
     assert unwrap(Annotated[Annotated[int, annotated_types.Ge(1)] | None, annotated_types.Ge(5)])[3] == {
         "ge": 5
     }
     # what says nothing of the value's schema is left to the conversion: `None`, another library's marker
-    assert unwrap(Annotated[int, None, "d", object()], "p") == (int, "d", False, {})
+    marker = object()
+    assert unwrap(Annotated[int, None, "d", marker], "p") == (int, "d", False, {}, [None, "d", marker])
+    # the metadata handed on to `pydantic_conversion`, a TypedDict key's `Required` or `NotRequired` between
+    assert unwrap(NotRequired[Annotated[str, "z"]]) == (str, "z", False, {}, ["z"])
+    assert unwrap(Annotated[Required[Annotated[str, "z"]], "a"]) == (str, "a", False, {}, ["a", "z"])
     with pytest.raises(
         AerixError, match=r"p: Annotated metadata MultipleOf\(multiple_of=2\) is not supported"
     ):

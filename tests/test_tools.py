@@ -10,7 +10,7 @@ import gc
 import json
 import os
 import threading
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, Required
 
 import annotated_types as at
 import pydantic
@@ -1113,25 +1113,33 @@ class Pair:
     qty: Annotated[int, pydantic.AfterValidator(even)]
 
 
+class Order(TypedDict, total=False):
+    qty: Required[Annotated[int, pydantic.AfterValidator(even)]]
+    code: Annotated[NotRequired[str], pydantic.StringConstraints(to_upper=True)]
+
+
 def test_pydantics_validators_and_transforms_in_annotated_run_on_the_checked_value() -> None:
     """What a schema cannot say, pydantic applies where aerix converts: a parameter, a list's
-    items, a dataclass's field; a refusal names its path."""
+    items, a dataclass's field, a TypedDict's key (under `Required`/`NotRequired` too); a
+    refusal names its path."""
 
     def take(
         n: Annotated[int, pydantic.AfterValidator(even)],
         code: pydantic.constr(strip_whitespace=True, to_upper=True, min_length=1),  # type: ignore[valid-type]
         pair: Pair,
         items: list[Annotated[int, pydantic.AfterValidator(even)]],
+        order: Order,
     ) -> str:
-        return f"{n} {code} {pair.qty} {items}"
+        return f"{n} {code} {pair.qty} {items} {order}"
 
     t = tool(take)
-    good = {"n": 2, "code": " ab ", "pair": {"qty": 4}, "items": [6]}
-    assert t.run(good, None) == "2 AB 4 [6]"  # type: ignore[arg-type]
+    good = {"n": 2, "code": " ab ", "pair": {"qty": 4}, "items": [6], "order": {"qty": 8, "code": "x"}}
+    assert t.run(good, None) == "2 AB 4 [6] {'qty': 8, 'code': 'X'}"  # type: ignore[arg-type]
     for bad, path in (
         ({"n": 3}, "input.n"),
         ({"pair": {"qty": 5}}, "input.pair.qty"),
         ({"items": [6, 7]}, "input.items[1]"),
+        ({"order": {"qty": 9}}, "input.order.qty"),
     ):
         with pytest.raises(ValueError) as caught:
             t.run({**good, **bad}, None)  # type: ignore[arg-type]

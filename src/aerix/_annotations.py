@@ -106,7 +106,7 @@ def _name(annotation: object) -> str:
     return repr(annotation).replace("typing.", "")
 
 
-def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dict[str, Any]]:
+def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dict[str, Any], list[object]]:
     """Take `Annotated[...]` and `| None` off an annotation.
 
     Returns:
@@ -114,7 +114,7 @@ def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dic
         `Annotated`'s metadata, or a pydantic `Field`'s description), whether
         `None` is allowed, and the bounds the metadata sets (`annotated_types`'
         `Ge(1)`, `MaxLen(5)`, …, or a pydantic `Field(ge=1)`), as `constrained`
-        takes them.
+        takes them; and the metadata itself, as `pydantic_conversion` takes it.
 
     Raises:
         AerixError: `kind="options"`, naming `where`, for metadata that is neither.
@@ -122,10 +122,12 @@ def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dic
     description = None
     nullable = False
     bounds: dict[str, Any] = {}
+    metadata: list[object] = []
     while True:
         origin = get_origin(annotation)
         if origin is Annotated:
             inner, *meta = get_args(annotation)
+            metadata += meta
             level: dict[str, Any] = {}
             for m in meta:  # one `Annotated`'s, inner ones first: a later bound wins
                 said, more = _metadata(m, where)
@@ -139,10 +141,10 @@ def unwrap(annotation: Any, where: str = "") -> tuple[Any, str | None, bool, dic
             args = get_args(annotation)
             rest = [a for a in args if a is not type(None)]
             if len(rest) != 1 or len(args) != 2:
-                return annotation, description, nullable, bounds
+                return annotation, description, nullable, bounds, metadata
             annotation, nullable = rest[0], True
         else:
-            return annotation, description, nullable, bounds
+            return annotation, description, nullable, bounds, metadata
 
 
 _BOUNDS = ("gt", "ge", "lt", "le", "min_length", "max_length", "pattern")
@@ -206,36 +208,31 @@ a `Predicate`, a decimal's digits): refused rather than lost. (A pydantic valida
 pydantic runs where it converts, a `BaseModel`'s field: no bound of the schema.)"""
 
 
-def pydantic_conversion(ann: Any, where: str) -> Converter | None:
-    """Pydantic's own conversion of `ann` where its `Annotated` metadata asks for one that a
-    schema cannot say (a validator, `strip_whitespace`, `to_lower`): `TypeAdapter(ann)`'s, which
-    runs them on the checked value; `None` where there is none."""
-    if not any(_converts(m) for m in _metadata_of(ann)):
+def pydantic_conversion(ann: Any, metadata: list[object], where: str) -> Converter | None:
+    """Pydantic's own conversion of `ann` where its `Annotated` metadata (`unwrap`'s) asks for one
+    that a schema cannot say (a validator, `strip_whitespace`, `to_lower`): `TypeAdapter(ann)`'s,
+    which runs them on the checked value; `None` where there is none."""
+    if not any(_converts(m) for m in metadata):
         return None
     from pydantic import TypeAdapter  # imported already: the metadata is pydantic's
 
     try:
-        return TypeAdapter(ann).validate_python
+        return TypeAdapter(_unkeyed(ann)).validate_python
     except Exception as exc:  # an annotation pydantic cannot build a validator for
         raise AerixError("options", f"{where}: pydantic cannot apply {_name(ann)}: {exc}") from None
 
 
-def _metadata_of(ann: Any) -> list[object]:
-    """The `Annotated` metadata of `ann`, through `| None` and nested `Annotated`s (not inside
-    containers: their items are annotations of their own)."""
-    found: list[object] = []
-    while True:
-        origin = get_origin(ann)
-        if origin is Annotated:
-            ann, *meta = get_args(ann)
-            found += meta
-        elif origin in (typing.Union, types.UnionType) and type(None) in get_args(ann):
-            rest = [a for a in get_args(ann) if a is not type(None)]
-            if len(rest) != 1:
-                return found
-            ann = rest[0]
-        else:
-            return found
+def _unkeyed(ann: Any) -> Any:
+    """`ann` without a TypedDict key's `Required`/`NotRequired`, which only a TypedDict takes
+    (`Annotated[Required[str], ...]` → `Annotated[str, ...]`)."""
+    origin = get_origin(ann)
+    if origin is Required or origin is NotRequired:
+        return _unkeyed(get_args(ann)[0])
+    if origin is Annotated:
+        inner, *meta = get_args(ann)
+        bare = _unkeyed(inner)
+        return ann if bare is inner else Annotated[(bare, *meta)]
+    return ann
 
 
 def _converts(meta: object) -> bool:
@@ -301,10 +298,10 @@ class _Mapper:
         self._open: list[type] = []
 
     def schema(self, ann: Any, where: str) -> tuple[dict[str, Any], Converter]:
-        inner, description, nullable, bounds = unwrap(ann, where)
+        inner, description, nullable, bounds, metadata = unwrap(ann, where)
         schema, convert = self._inner(inner, where)
         schema = constrained(schema, bounds, where)
-        if (applied := pydantic_conversion(ann, where)) is not None:  # its validators, transforms
+        if (applied := pydantic_conversion(ann, metadata, where)) is not None:  # its validators, transforms
             return (_nullable(schema) if nullable else schema) | (
                 {} if description is None else {"description": description}
             ), applied

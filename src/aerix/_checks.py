@@ -10,7 +10,7 @@ from typing import Any
 
 from .abort import AbortSignal
 from .errors import AerixError
-from .tools import Tool
+from .tools import Tool, surrogate_at
 from .turn import MAX_CALLS
 
 __all__ = [
@@ -77,23 +77,18 @@ def check_run_args(prompt: object, signal: object) -> None:
 
 def unencodable(text: str) -> str | None:
     """Where `text` holds a surrogate, which UTF-8 cannot encode (`"[3] is '\\ud800', …"`), else `None`."""
-    if text.isascii():
+    if (i := surrogate_at(text)) is None:
         return None
-    try:
-        text.encode()
-    except UnicodeEncodeError as exc:
-        i = exc.start
-        pair = text[i : i + 2]
-        if len(pair) == 2 and pair[0] <= "\udbff" and "\udc00" <= pair[1] <= "\udfff":  # high, then low
-            return (
-                f"[{i}:{i + 2}] is {pair!r}, a UTF-16 surrogate pair that UTF-8 cannot encode; "
-                "join it into one character: text.encode('utf-16', 'surrogatepass').decode('utf-16')"
-            )
+    pair = text[i : i + 2]
+    if len(pair) == 2 and pair[0] <= "\udbff" and "\udc00" <= pair[1] <= "\udfff":  # high, then low
         return (
-            f"[{i}] is {text[i]!r}, a lone surrogate that UTF-8 cannot encode; remove it, "
-            "or replace it and any other: text.encode('utf-8', 'replace').decode()"
+            f"[{i}:{i + 2}] is {pair!r}, a UTF-16 surrogate pair that UTF-8 cannot encode; "
+            "join it into one character: text.encode('utf-16', 'surrogatepass').decode('utf-16')"
         )
-    return None
+    return (
+        f"[{i}] is {text[i]!r}, a lone surrogate that UTF-8 cannot encode; remove it, "
+        "or replace it and any other: text.encode('utf-8', 'replace').decode()"
+    )
 
 
 def check_tools(tools: object) -> dict[str, Tool]:

@@ -73,6 +73,14 @@ class _Run:
     """The agent is free of the run: it ended, or its consumer's task was cancelled."""
 
 
+@dataclass(slots=True)
+class _Started:
+    """Where `_run` leaves its run as it starts it, for `_dropped` to end."""
+
+    run: _Run | None = None
+    """`None` until the consumer asks for the first event."""
+
+
 class Agent:
     """An agent: a model, instructions, tools, limits and hooks, and a conversation.
 
@@ -226,7 +234,7 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._check_idle()
-        started: list[_Run] = []
+        started = _Started()
         events = observe(self, self._run(prompt, signal, started))  # the one seam for tracing
         return Handout(events, lambda held: self._dropped(started, events, held))
 
@@ -267,13 +275,13 @@ class Agent:
         run.controller.abort(reason)
         self._release(run)
 
-    def _dropped(self, started: list[_Run], events: object, held: bool) -> None:
+    def _dropped(self, started: _Started, events: object, held: bool) -> None:
         """The consumer dropped a run's events between two of them (`Handout`): nothing can
         resume the run, so it is ended now, not when the event loop gets to close it. Not if
         a step is under way (`ag_running`) or still held (`held`: a task yet to take it)."""
-        if held or not started or started[0].released or getattr(events, "ag_running", True):
+        run = started.run
+        if held or run is None or run.released or getattr(events, "ag_running", True):
             return
-        run = started[0]
         if any(not job.done() for job in run.seen.running):  # tools run at once: they stop now, and
             # the agent is free once they have (when the event loop closes the run)
             run.controller.abort("the run's consumer dropped it")
@@ -286,13 +294,13 @@ class Agent:
             raise AerixError("busy", "the agent is already running; one run at a time per agent")
 
     async def _run(
-        self, prompt: str, user_signal: AbortSignal | None, started: list[_Run] | None = None
+        self, prompt: str, user_signal: AbortSignal | None, started: _Started | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
         """A run as its consumer sees it: the events of `_play`, then exactly one ending
         (`started` gets the run, for `_dropped`)."""
         run = self._start(prompt, user_signal)
         if started is not None:
-            started.append(run)
+            started.run = run
         guard = run.guard
         consumer = run.consumer = Consumer(lambda: self._abandon(run))
         try:

@@ -240,10 +240,10 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
                 "(str, int, float, bool, a Literal, list[T], a dataclass, ...)"
             )
         where = f"tool {fn_name!r}: parameter {p.name!r}"
-        inner, described, nullable, bounds = unwrap(ann, where)
+        inner, described, nullable, bounds, metadata = unwrap(ann, where)
         schema, convert = schema_of(inner, where=where)
         schema = constrained(schema, bounds, where)
-        convert = pydantic_conversion(ann, where) or convert  # its validators and transforms
+        convert = pydantic_conversion(ann, metadata, where) or convert  # its validators and transforms
         described = doc.params.get(p.name, described) if described is None else described
         if described:
             schema = {**schema, "description": described}
@@ -399,16 +399,24 @@ def result_text(value: object) -> tuple[str, bool]:
         return f"error: the result cannot be serialised to JSON: {exc}", True
 
 
+def surrogate_at(text: str) -> int | None:
+    """Where `text`'s first surrogate is, which UTF-8 cannot encode; `None` where there is none
+    (found at the cost of one `encode`, none for ASCII)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def readable(text: str) -> str:
     """`text` as UTF-8 can carry it: a lone surrogate (a file name that `os.fsdecode` could not
     decode, `"caf\\udce9.txt"`) becomes U+FFFD, which no model would have read otherwise."""
-    if text.isascii():
+    if surrogate_at(text) is None:
         return text
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def cut_result(text: str, limit: int) -> str:
