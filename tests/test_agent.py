@@ -16,6 +16,7 @@ import pytest
 from _tools import clock, weather
 from aerix import (
     AbortController,
+    AbortSignal,
     AerixError,
     Agent,
     CallEvent,
@@ -638,9 +639,11 @@ def test_a_name_shows_in_the_repr() -> None:
 async def test_every_run_goes_through_the_observe_seam_once(sync: bool) -> None:
     seen: list[tuple[str | None, str]] = []
     made: list[Agent] = []
+    signals: list[AbortSignal | None] = []
 
-    def observer(agent: Any, events: Any) -> Any:
+    def observer(agent: Any, events: Any, signal: AbortSignal | None) -> Any:
         made.append(agent)
+        signals.append(signal)
 
         async def watched() -> Any:
             async with contextlib.aclosing(events):
@@ -653,10 +656,17 @@ async def test_every_run_goes_through_the_observe_seam_once(sync: bool) -> None:
     agent, _ = agent_with(call(), final(), name="seamed")
     OBSERVERS.append(observer)
     try:
-        events = list(agent.run_sync("q")) if sync else await events_of(agent)
+        controller = AbortController()
+        if sync:
+            events = list(agent.run_sync("q", signal=controller.signal))
+        else:
+            events = await events_of(agent, signal=controller.signal)
     finally:
         OBSERVERS.remove(observer)
     assert made == [agent]
+    # the signal the run follows: the user's, or for `run_sync` its own, which follows the user's
+    assert len(signals) == 1 and isinstance(signals[0], AbortSignal)
+    assert signals[0] is controller.signal or sync
     assert seen == [("seamed", ev.type) for ev in events] and seen[-1] == ("seamed", "final")
 
 

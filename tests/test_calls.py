@@ -16,6 +16,7 @@ from aerix import (
     AbortController,
     AerixError,
     Agent,
+    Call,
     CallEvent,
     ChatMessage,
     Delta,
@@ -218,6 +219,36 @@ async def test_concurrent_refusals_and_bad_inputs_do_not_run_and_keep_their_plac
     ]
     assert sorted(ran) == [0, 3]
     assert seen_after == ["done 0", 'error: input.i: expected integer, got "2"', "done 3"]  # not the refusal
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_a_before_call_hook_that_aborts_stops_the_hooks_of_the_turns_other_calls(
+    concurrent: bool,
+) -> None:
+    """An abort stops what is in progress and ends the run: no later call's hook runs (an
+    approval prompt, an audit log), one at a time or at once."""
+    hooked: list[str] = []
+    controller = AbortController()
+
+    def before(call: Call) -> None:
+        hooked.append(call.id)
+        if call.id == "call_1":
+            controller.abort("stopped in a hook")
+
+    turn = calls(*[("step", {"i": i}) for i in range(4)])
+    step = chained([], 4)
+    agent = Agent(
+        model=ScriptedModel([turn, final()]),
+        tools=[step],
+        hooks={"before_call": before},
+        calls_per_turn=4,
+        concurrent_calls=concurrent,
+    )
+    kinds = [
+        ev.type async for ev in agent.run("q", signal=controller.signal) if ev.type not in ("text", "usage")
+    ]
+    assert hooked == ["call_1"]
+    assert kinds == ["turn", "call", "end"] and not agent.busy
 
 
 # -- concurrent calls: every ending rule holds ----------------------------------------------------

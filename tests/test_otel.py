@@ -425,6 +425,32 @@ async def test_an_abort_ends_every_span(traced: None, exporter: InMemorySpanExpo
     assert run.status.status_code == StatusCode.UNSET
 
 
+@pytest.mark.parametrize("where", ["tool", "after_call", "consumer"])
+async def test_an_abort_after_a_turns_last_result_makes_no_span_for_a_generation_that_never_came(
+    traced: None, exporter: InMemorySpanExporter, where: str
+) -> None:
+    """One `chat` span per generation: an abort by the turn's tool, its `after_call` hook or
+    the consumer at its `result` event ends the run before another generation starts."""
+    controller = AbortController()
+
+    @tool
+    def stop() -> str:
+        """Stops the run."""
+        if where == "tool":
+            controller.abort("stopped")
+        return "ok"
+
+    hooks = {"after_call": lambda call, result: controller.abort("stopped")} if where == "after_call" else {}
+    model = ScriptedModel(['{"calls":[{"tool":"stop","input":{}}]}', FINAL])
+    agent = Agent(model=model, tools=[stop], hooks=hooks)
+    async for ev in agent.run("Stop", signal=controller.signal):
+        if ev.type == "result" and where == "consumer":
+            controller.abort("stopped")
+    assert ev.type == "end" and ev.reason == "abort" and len(model.calls) == 1
+    spans = exporter.get_finished_spans()
+    assert sorted(s.name for s in spans) == ["chat ScriptedModel", "execute_tool stop", "invoke_agent"]
+
+
 async def test_a_consumer_that_stops_early_still_ends_every_span(
     traced: None, exporter: InMemorySpanExporter
 ) -> None:
@@ -596,7 +622,7 @@ async def test_not_instrumented_observe_hands_back_the_runs_own_iterator() -> No
             yield ev
 
     run = events()
-    assert observe(agent, run) is run  # type: ignore[arg-type]
+    assert observe(agent, run, None) is run  # type: ignore[arg-type]
     await run.aclose()
 
 

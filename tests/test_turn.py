@@ -243,6 +243,16 @@ def test_a_bad_turn_names_only_the_shapes_it_may_take(
         assert turn.reason.endswith("; " + expected), turn.reason
 
 
+@pytest.mark.parametrize(
+    ("typed", "shape"), [(False, '{"final":"..."}'), (True, '{"final":<a value of the answer type>}')]
+)
+def test_a_call_where_only_a_final_may_come_names_the_final_it_takes(typed: bool, shape: str) -> None:
+    for tools, tool_choice in (([weather], "none"), ([], "auto")):
+        turn = parse_turn(CALL, tools, tool_choice, typed=typed)
+        assert isinstance(turn, BadTurn)
+        assert turn.reason == f"this turn must be a final answer: {shape}"
+
+
 def test_parse_keeps_at_most_eight_calls_and_cuts_the_thought() -> None:
     calls = ",".join(['{"tool":"clock","input":{}}'] * 11)
     turn = parse_turn('{"thought":"' + "x" * 700 + '","calls":[' + calls + "]}", [clock])

@@ -91,6 +91,8 @@ class Calls:
         try:
             for call in calls:
                 steps.append(await self.plan(call, seen, check=True))
+                if signal.aborted:  # by a hook: no other hook runs, and the run ends at the next event
+                    break
             for step in steps:
                 yield step.event()
             for step in steps:

@@ -11,27 +11,34 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeAlias
 
+from .abort import AbortSignal
 from .events import AgentEvent
 
 __all__ = ["OBSERVERS", "Observer", "observe"]
 
-Observer: TypeAlias = Callable[[Any, AsyncGenerator[AgentEvent, None]], AsyncGenerator[AgentEvent, None]]
-"""Given the agent and a run's events, the events to hand on: the same ones, in order, none
-added or dropped. It must close the events it got when it is closed itself."""
+Observer: TypeAlias = Callable[
+    [Any, AsyncGenerator[AgentEvent, None], AbortSignal | None], AsyncGenerator[AgentEvent, None]
+]
+"""Given the agent, a run's events and the signal the run was given, the events to hand on: the
+same ones, in order, none added or dropped. It must close the events it got when it is closed
+itself."""
 
 OBSERVERS: list[Observer] = []
 """The observers every new run passes through, first added innermost."""
 
 
-def observe(agent: Any, events: AsyncGenerator[AgentEvent, None]) -> AsyncGenerator[AgentEvent, None]:
+def observe(
+    agent: Any, events: AsyncGenerator[AgentEvent, None], signal: AbortSignal | None
+) -> AsyncGenerator[AgentEvent, None]:
     """`events`, passed through every observer (none: `events` itself, at no cost).
 
     Args:
         agent: The agent whose run the events are.
         events: The run's events, not started yet.
+        signal: The signal the run was given (`None`: none), which ends it once aborted.
     """
     if not OBSERVERS:
         return events
     for observer in tuple(OBSERVERS):  # a snapshot: another thread may (un)instrument meanwhile
-        events = observer(agent, events)
+        events = observer(agent, events, signal)
     return events

@@ -10,6 +10,7 @@ with the reason) and converted to the type.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, get_args, get_origin
 
@@ -89,4 +90,6 @@ class Output:
             return BadTurn(reason=str(exc))
         if self._text:  # the final's text is the string itself, as for `str`
             return dataclasses.replace(turn, final=value, value=value)
+        if isinstance(value, float) and not isinstance(turn.value, float):  # 3 read as 3.0: so its text
+            return dataclasses.replace(turn, final=json.dumps(value), value=value)
         return dataclasses.replace(turn, value=value)

@@ -235,7 +235,7 @@ class Agent:
         check_run_args(prompt, signal)
         self._check_idle()
         started = _Started()
-        events = observe(self, self._run(prompt, signal, started))  # the one seam for tracing
+        events = observe(self, self._run(prompt, signal, started), signal)  # the one seam for tracing
         return Handout(events, lambda held: self._dropped(started, events, held))
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
@@ -256,7 +256,7 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._check_idle()
-        return iterate(lambda run_signal: observe(self, self._run(prompt, run_signal)), signal)
+        return iterate(lambda run_signal: observe(self, self._run(prompt, run_signal), run_signal), signal)
 
     def ask_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """`ask` for code without an event loop (or inside one: a notebook)."""

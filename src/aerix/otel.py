@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.otel needs OpenTelemetry: pip install 'aerix[otel]'") from exc
 
 from ._observe import OBSERVERS
+from .abort import AbortSignal
 from .errors import AerixError, describe
 from .events import (
     AgentEvent,
@@ -98,9 +99,12 @@ def instrument(
         raise AerixError("options", f"capture_content must be True or False, got {capture_content!r}")
     tracer = trace.get_tracer("aerix", _version(), tracer_provider=tracer_provider)
 
-    def observer(agent: Any, events: AsyncGenerator[AgentEvent, None]) -> AsyncGenerator[AgentEvent, None]:
+    def observer(
+        agent: Any, events: AsyncGenerator[AgentEvent, None], signal: AbortSignal | None
+    ) -> AsyncGenerator[AgentEvent, None]:
         # the parent is the caller's span when the run is made: `run_sync` drives it on another thread
-        return _traced(_RunSpans(tracer, agent, capture_content), events, otel_context.get_current())
+        spans = _RunSpans(tracer, agent, capture_content, signal)
+        return _traced(spans, events, otel_context.get_current())
 
     OBSERVERS.append(observer)
 
@@ -150,9 +154,11 @@ class _RunSpans:
     event of the generation, dated back to when that event was asked for.
     """
 
-    def __init__(self, tracer: Tracer, agent: Any, capture: bool) -> None:
+    def __init__(self, tracer: Tracer, agent: Any, capture: bool, signal: AbortSignal | None) -> None:
         self._tracer = tracer
         self._capture = capture
+        self._signal = signal
+        """The run's own signal: once aborted, the run ends with no other generation."""
         name = getattr(agent, "name", None)
         self._name: str | None = name if isinstance(name, str) and name else None
         self._model = getattr(agent, "model", None)
@@ -193,7 +199,8 @@ class _RunSpans:
         self._calls_left = 0
         """Calls of the current turn whose results are still to come."""
         self._generating = True
-        """Whether the loop surely starts a generation when the consumer next asks for an event."""
+        """Whether the loop surely starts a generation when the consumer next asks for an event
+        (unless the run's signal is aborted by then: the run then ends)."""
         self._turns = 0
         self._retries = 0
         self._done = False
@@ -212,7 +219,7 @@ class _RunSpans:
         """The consumer asks for the next event."""
         if self._chat is None and self._calls_left == 0:
             self._asked = time.time_ns()
-            if self._generating:
+            if self._generating and not (self._signal is not None and self._signal.aborted):
                 self._generating = False
                 self._open_chat()
 

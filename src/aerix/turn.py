@@ -497,9 +497,14 @@ class BadTurn:
     reason: str
 
 
+def _final_shape(typed: bool) -> str:
+    """A final's shape, as a bad turn's reason names it."""
+    return '{"final":<a value of the answer type>}' if typed else '{"final":"..."}'
+
+
 def _expected(tool_choice: str, tools: Sequence[Tool], typed: bool) -> str:
     """The shapes a turn may take under `tool_choice`, as a bad turn's reason names them."""
-    final = '{"final":<a value of the answer type>}' if typed else '{"final":"..."}'
+    final = _final_shape(typed)
     if tool_choice == "none" or not tools:
         return f"expected {final}"
     return f'expected {{"calls":[...]}} or {final}' if tool_choice == "auto" else 'expected {"calls":[...]}'
@@ -545,7 +550,7 @@ def parse_turn(
             return BadTurn(reason=f'"final" cannot be read back as JSON ({_json_error(exc)})')
         return Turn(final=final, thought=thought, value=value)
     if only_final:
-        return BadTurn(reason='this turn must be a final answer: {"final":"..."}')
+        return BadTurn(reason=f"this turn must be a final answer: {_final_shape(typed)}")
     raw = obj["calls"]
     if not isinstance(raw, list):
         return BadTurn(reason='"calls" must be a list')

@@ -228,6 +228,21 @@ def test_the_decision_is_kept_so_that_prompts_stay_prefix_stable() -> None:
     assert later.startswith(first) and "<system>" not in later
 
 
+def test_two_system_messages_merged_for_once_decide_nothing() -> None:
+    """A template that takes a system message but not two in a row (Mistral-Small's
+    alternation check) renders those two merged, and the next lone one as it is."""
+    source = (
+        "{% if messages | length > 1 and messages[1].role == 'system' %}{{ raise_exception('roles must alternate') }}{% endif %}"
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    )
+    t = ChatTemplate(source)
+    two = [SYSTEM, {"role": "system", "content": "Be brief."}, ASK]
+    assert t.render(two) == f"<user>{SYSTEM['content']}\n\nBe brief.\n\n{ASK['content']}"
+    assert t.merges_system is None
+    assert t.render([SYSTEM, ASK]) == f"<system>{SYSTEM['content']}<user>{ASK['content']}"
+    assert t.merges_system is False
+
+
 def test_a_merged_conversation_the_template_refuses_is_a_clear_error() -> None:
     t = ChatTemplate(template("mixtral-8x7b"))
     t.render([SYSTEM, ASK])
@@ -260,7 +275,10 @@ def test_a_refusal_for_another_reason_quotes_the_template() -> None:
         in message
     )
     assert "with the system text" not in message  # the same refusal either way: said once
-    assert "LlamaCpp(..., chat_template=...)" in message
+    # the messages may be what is wrong: the fix says so before it names another template
+    assert message.endswith(
+        "; change the messages, or pass a template that takes them as LlamaCpp(..., chat_template=...)"
+    )
     assert t.merges_system is None  # not decided by a conversation it refuses anyway
 
 

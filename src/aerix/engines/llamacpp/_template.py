@@ -48,6 +48,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 __all__ = ["ChatTemplate"]
 
 _FIX = "pass one that works as LlamaCpp(..., chat_template=...)"
+_REFUSED = "change the messages, or pass a template that takes them as LlamaCpp(..., chat_template=...)"
+"""The fix for a template's own refusal (`raise_exception`): the messages may be what is wrong."""
 
 
 class _Refusal(jinja2.exceptions.TemplateError):
@@ -107,12 +109,18 @@ def _template_line(exc: BaseException) -> int | None:
     return lines[-1] if lines else None
 
 
-def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]] | None:
-    """`messages` with the leading system text at the head of the first user message,
-    or `None` when there is no leading system message or no user message to take it."""
+def _leading_system(messages: list[dict[str, str]]) -> int:
+    """How many system messages `messages` starts with."""
     n = 0
     while n < len(messages) and messages[n]["role"] == "system":
         n += 1
+    return n
+
+
+def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]] | None:
+    """`messages` with the leading system text at the head of the first user message,
+    or `None` when there is no leading system message or no user message to take it."""
+    n = _leading_system(messages)
     first_user = next((i for i in range(n, len(messages)) if messages[i]["role"] == "user"), None)
     if n == 0 or first_user is None:
         return None
@@ -184,7 +192,8 @@ class ChatTemplate:
                 text = self._render(merged, add_generation_prompt)
             except Exception as again:
                 raise self._error(exc, again) from exc
-            self._merges_system = True
+            if _leading_system(conversation) == 1:  # the system role is what it refused, not
+                self._merges_system = True  # two system messages (`roles must alternate`)
             return text
         if self._merges_system is None and merged is not None:
             self._merges_system = False  # it took a system message as it is
@@ -207,7 +216,7 @@ class ChatTemplate:
         what = self._describe(exc)
         if merged is not None and self._describe(merged) != what:
             what += f", and with the system text in the first user message {self._describe(merged)}"
-        return ValueError(f"{self.name} {what}; {_FIX}")
+        return ValueError(f"{self.name} {what}; {_REFUSED if isinstance(exc, _Refusal) else _FIX}")
 
     @staticmethod
     def _describe(exc: Exception) -> str:
