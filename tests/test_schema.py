@@ -109,6 +109,25 @@ def test_any_other_keyword_is_refused_with_its_json_path(schema: dict[str, Any],
     assert "supported: $defs, $ref, additionalProperties" in message
 
 
+@pytest.mark.parametrize(
+    ("schema", "fix"),
+    [
+        ({"type": "object", "properties": {"q": {"type": "string", "examples": ["x"]}}}, "remove it"),
+        ({"type": "object", "properties": {"q": {"type": "string", "deprecated": True}}}, "remove it"),
+        (
+            {"type": "object", "properties": {"xy": {"type": "array", "prefixItems": [{"type": "number"}]}}},
+            "a tuple is not supported: give one `items` schema for every item",
+        ),
+        (
+            {"type": "object", "properties": {"xy": {"type": "array", "items": [{"type": "number"}]}}},
+            "a tuple is not supported: give one `items` schema for every item",
+        ),
+    ],
+)
+def test_a_refused_annotation_or_tuple_says_the_fix(schema: dict[str, Any], fix: str) -> None:
+    assert fix in refused(schema)
+
+
 def test_a_root_schema_dialect_is_taken_and_dropped() -> None:
     given = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
     assert check_schema(given, where="t") == {"type": "object"}
@@ -470,3 +489,38 @@ def test_a_failed_any_of_names_the_choice_whose_tag_fits() -> None:
     assert check({"pet": {"kind": "dog", "meow": 1}}) == "input.pet: missing required field 'bark'"
     assert check({"pet": {"kind": "dog", "bark": 3}}) == "input.pet.bark: expected string, got 3"
     assert check({"pet": {"kind": "cat", "meow": "x"}}) == 'input.pet.meow: expected integer, got "x"'
+
+
+def test_a_failed_any_of_names_the_choice_whose_keys_fit() -> None:
+    """GitHub's review comment: `position` or `line`. A value with `line` is the second shape;
+    what it lacks is said, not the first shape's "unknown field"."""
+    fields = {"path": {"type": "string"}, "body": {"type": "string"}}
+    by_position = {
+        "type": "object",
+        "properties": {**fields, "position": {"type": "number"}},
+        "required": ["path", "position", "body"],
+        "additionalProperties": False,
+    }
+    by_line = {
+        **by_position,
+        "properties": {**fields, "line": {"type": "number"}},
+        "required": ["path", "line", "body"],
+    }
+    check = compile_validator({"type": "array", "items": {"anyOf": [by_position, by_line]}})
+    assert check([{"path": "a.py", "line": 3}]) == "input[0]: missing required field 'body'"
+    assert check([{"path": "a.py", "position": 3}]) == "input[0]: missing required field 'body'"
+    assert check([{"path": "a.py", "line": 3, "body": "b", "x": 1}]) == (
+        "input[0]: unknown field 'x' (fields: path, body, line)"
+    )
+
+
+def test_a_failed_id_or_name_says_give_either() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+        "anyOf": [{"required": ["id"]}, {"required": ["name"]}],
+    }
+    check = compile_validator(schema)
+    assert check({}) == "input: missing a required field: give id or name"
+    assert check({"name": 3}) == "input.name: expected string, got 3"
+    assert check({"id": 3}) is None

@@ -397,6 +397,15 @@ def test_required_fields_come_first_at_every_depth_and_integers_are_bounded_ever
     # keys an object's schema names are the only ones decoded, unless it says otherwise
     assert row["additionalProperties"] is False and decoded["additionalProperties"] is False
     assert "additionalProperties" not in schema["properties"]["rows"]["items"]
+    # one that names no key is any object, as without `properties`; a tool's input so is no input
+    free = {
+        "type": "object",
+        "properties": {"q": {"type": "string"}, "vars": {"type": "object", "properties": {}}},
+    }
+    assert "additionalProperties" not in decoded_schema(free)["properties"]["vars"]
+    bare = tool(name="bare", description="d", schema={"type": "object", "properties": {}}, run=lambda i: "ok")
+    assert input_schema(bare) == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert decoded_schema({"type": "object", "properties": {}}) == {"type": "object", "properties": {}}
     assert decoded["properties"]["map"]["additionalProperties"] == {
         "type": "integer",
         "minimum": -MAX_INTEGER,
@@ -725,3 +734,40 @@ def test_choices_that_only_require_keys_speak_of_their_parents_fields() -> None:
     assert render_tool(optional).splitlines()[2:] == ["  - o (string or object; optional)"]
     check_decodable(input_schema(optional), where="s2")
     assert check_input(optional, {"o": "x"}) is None
+
+
+def test_a_description_of_several_lines_stays_under_its_entry() -> None:
+    """An MCP server's description of several lines: none of its lines reads as a tool or
+    field of its own (`- write_file: …`), and its words are kept as they are."""
+    t = tool(
+        name="read_file",
+        description="Read a file.\n\nArgs:\n  path: the path\n- write_file: not a tool",
+        run=lambda i: "",
+        schema={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Path to it.\n- mode (string): no field"}
+            },
+            "required": ["path"],
+        },
+    )
+    assert render_tool(t).splitlines() == [
+        "- read_file: Read a file.",
+        "",
+        "    Args:",
+        "      path: the path",
+        "    - write_file: not a tool",
+        "  input:",
+        "  - path (string; required): Path to it.",
+        "      - mode (string): no field",
+    ]
+
+
+def test_bounds_at_javascripts_safe_integers_are_left_unsaid() -> None:
+    """zod's `.int()` bounds every integer by ±(2**53 - 1): no more than "an integer"."""
+    n = {"type": "integer", "minimum": -(2**53 - 1), "maximum": 2**53 - 1}
+    t = tool(name="t", description="d", run=lambda i: "", schema={"type": "object", "properties": {"n": n}})
+    assert render_tool(t).splitlines()[-1] == "  - n (integer; optional)"
+    n = {**n, "exclusiveMinimum": 0}
+    t = tool(name="t", description="d", run=lambda i: "", schema={"type": "object", "properties": {"n": n}})
+    assert render_tool(t).splitlines()[-1] == "  - n (integer; optional; more than 0)"

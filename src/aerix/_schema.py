@@ -101,9 +101,20 @@ def _checked(schema: dict[str, Any], where: str, decodable: bool) -> dict[str, A
     return resolved
 
 
+_NOTES = frozenset({"examples", "deprecated", "readOnly", "writeOnly", "$comment", "contentMediaType"})
+"""Keywords that only annotate a value (JSON Schema's meta-data): nothing is lost without them."""
+
+_TUPLE = "give one `items` schema for every item, and `minItems`/`maxItems` for the length"
+
+
 def _unsupported(where: str, path: str, name: str) -> str:
+    fix = ""
+    if name in _NOTES:
+        fix = "; it only annotates the value: remove it"
+    elif name == "prefixItems":
+        fix = f"; a tuple is not supported: {_TUPLE}"
     return (
-        f"{where}: unsupported JSON Schema keyword {name!r} at {path}; "
+        f"{where}: unsupported JSON Schema keyword {name!r} at {path}{fix}; "
         f"supported: {', '.join(sorted(SUPPORTED_KEYWORDS))}"
     )
 
@@ -113,7 +124,9 @@ def _check_node(node: object, path: str, where: str) -> None:
     if isinstance(node, bool):
         return
     if not isinstance(node, dict):
-        raise _bad(f"{where}: {path} must be a schema (a dict or true/false), got {_short_type(node)}")
+        tuple_items = isinstance(node, list) and path.endswith(".items")  # draft 7's tuple form
+        fix = f"; a tuple is not supported: {_TUPLE}" if tuple_items else ""
+        raise _bad(f"{where}: {path} must be a schema (a dict or true/false), got {_short_type(node)}{fix}")
     at = f"{where}: {path}"
     for name in node:
         if name not in SUPPORTED_KEYWORDS and not (path == "schema" and name in _ROOT_ONLY):

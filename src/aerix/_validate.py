@@ -39,9 +39,17 @@ def key_segment(name: str) -> str:
 class _Fail:
     """A failed check: what is wrong, and the path to it, built backwards as it unwinds."""
 
-    __slots__ = ("expected", "message", "segments", "tag")
+    __slots__ = ("expected", "message", "missing", "segments", "tag", "unknown")
 
-    def __init__(self, message: str, expected: tuple[str, ...] | None = None, *, tag: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        expected: tuple[str, ...] | None = None,
+        *,
+        tag: bool = False,
+        unknown: int = 0,
+        missing: str | None = None,
+    ) -> None:
         self.message = message
         self.segments: list[str] = []
         self.expected = expected
@@ -49,6 +57,11 @@ class _Fail:
         self.tag = tag
         """A `const` or `enum` check failed: below the root of an anyOf's choice, the value
         names another choice (`"kind": "dog"` against the cat's)."""
+        self.unknown = unknown
+        """How many keys of an object its schema does not take, when that is what failed: in an
+        anyOf, the more, the likelier the value is another choice's shape."""
+        self.missing = missing
+        """The required key an object lacks, when that is what failed."""
 
     def at(self, segment: str) -> _Fail:
         self.segments.append(segment)
@@ -337,13 +350,12 @@ def _object_check(schema: Mapping[str, Any], *, typed: bool) -> _Check:
         if not isinstance(v, dict):
             return _Fail(f"expected object, got {short(v)}", ("object",)) if typed else None
         if closed and not v.keys() <= known:
-            for key in v:
-                if key not in props:
-                    return _Fail(f"unknown field {key!r} (fields: {allowed})")
+            unknown = [key for key in v if key not in props]
+            return _Fail(f"unknown field {unknown[0]!r} (fields: {allowed})", unknown=len(unknown))
         if not needed <= v.keys():
             for key in required:
                 if key not in v:
-                    return _Fail(f"missing required field {key!r}")
+                    return _Fail(f"missing required field {key!r}", missing=key)
         for key, c, segment in fields:
             if key in v:
                 fail = c(v[key])
@@ -363,8 +375,12 @@ def _object_check(schema: Mapping[str, Any], *, typed: bool) -> _Check:
 def _merge(fails: list[_Fail], value: object, choices: int) -> _Fail:
     """One failure for a value that fits none of anyOf's (or oneOf's) choices."""
     past_type = [f for f in fails if f.expected is None or f.segments]
-    if past_type:  # a choice whose type fits says best what is wrong, unless its tag is another's
-        return max(past_type, key=lambda f: (not (f.tag and f.segments), len(f.segments)))
+    missing = list(dict.fromkeys(f.missing for f in fails if f.missing is not None and not f.segments))
+    if len(missing) > 1 and len(missing) == len(fails):  # "id or name": each choice lacks its own key
+        return _Fail(f"missing a required field: give {' or '.join(missing)}")
+    if past_type:  # a choice whose type fits says best what is wrong (the deepest, not one whose
+        # tag or keys are another choice's)
+        return max(past_type, key=lambda f: (not (f.tag and f.segments), len(f.segments), -f.unknown))
     wanted = list(dict.fromkeys(t for f in fails for t in f.expected or ()))
     if len(wanted) <= 4:
         return _Fail(f"expected {' or '.join(wanted)}, got {short(value)}", tuple(wanted))

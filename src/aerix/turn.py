@@ -113,6 +113,11 @@ _BOUNDS = (
 )
 
 
+_SAFE_INTEGER = 2**53 - 1
+"""JavaScript's largest exact integer: a bound at it (zod's `.int()`) says no more than "an
+integer", and is left unsaid."""
+
+
 def _notes(schema: Mapping[str, Any]) -> list[str]:
     """What a schema says of its value beyond its type: enum, const, bounds, pattern, format, default."""
     notes = []
@@ -121,7 +126,7 @@ def _notes(schema: Mapping[str, Any]) -> list[str]:
     if "const" in schema:
         notes.append(f"always {json.dumps(schema['const'])}")
     for key, text in _BOUNDS:
-        if key in schema and not isinstance(schema[key], bool):
+        if key in schema and not isinstance(schema[key], bool) and abs(schema[key]) < _SAFE_INTEGER:
             note = text.format(json.dumps(schema[key]))
             notes.append(note[:-1] if schema[key] == 1 and note.endswith("s") else note)  # 1 item
     if "pattern" in schema:
@@ -203,18 +208,27 @@ def _grouped(kind: str) -> str:
     return f"({kind})" if " or " in kind and not kind.startswith("one of ") else kind
 
 
+def _continued(text: str, indent: str) -> str:
+    """A description as an entry of the list carries it: its lines after the first indented
+    under the entry (`indent`), so that none reads as a tool or field of its own."""
+    if "\n" not in text:
+        return text
+    first, *rest = text.splitlines()
+    return "\n".join([first, *[f"{indent}{line}" if line.strip() else "" for line in rest]])
+
+
 def _field_lines(name: str, schema: Mapping[str, Any] | bool, required: bool, indent: str) -> list[str]:
     """One field as the system message lists it, then its sub-fields, indented two more."""
     kind, notes, sub = _shape(schema, indent + "  ")
     line = f"{indent}- {name} ({'; '.join([kind, 'required' if required else 'optional', *notes])})"
     description = schema.get("description") if isinstance(schema, Mapping) else None
-    return [f"{line}: {description}" if description else line, *sub]
+    return [f"{line}: {_continued(description, indent + '    ')}" if description else line, *sub]
 
 
 def render_tool(t: Tool) -> str:
     """One tool as the system message lists it: each field with its type, whether it is
     required, its notes (enum, bounds, …) and description, sub-fields indented below it."""
-    head = f"- {t.name}: {t.description}" if t.description else f"- {t.name}"
+    head = f"- {t.name}: {_continued(t.description, '    ')}" if t.description else f"- {t.name}"
     schema = _input_of(t)
     properties = schema.get("properties")
     if (isinstance(properties, Mapping) and properties) or schema.get("required"):
@@ -296,7 +310,11 @@ RETRY_MARGIN_TOKENS = 16
 def input_schema(t: Tool, *, bounded: bool = False) -> dict[str, Any]:
     """The schema of a call's input as decoded: the tool's schema (its `$ref`s inlined), with
     `decoded_schema`'s changes."""
-    return decoded_schema(_input_of(t), bounded=bounded)
+    schema = _input_of(t)
+    out = decoded_schema(schema, bounded=bounded)
+    if isinstance(schema.get("properties"), Mapping):  # no keys named: a tool that takes no input
+        out.setdefault("additionalProperties", False)  # (an MCP server's `"properties": {}`)
+    return out
 
 
 def _input_of(t: Tool) -> dict[str, Any]:
@@ -320,7 +338,9 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
     `additionalProperties` out (as MCP servers' schemas do) is decoded with the
     keys it names only: a small model invents keys otherwise (`"date":
     {"date": …`) until `max_tokens`; the input check still takes the schema as
-    given. The schema itself is left untouched.
+    given. One with `"properties": {}` names none, and takes any object, as
+    without `properties` (a tool's input itself, though, is then `{}`:
+    `input_schema`). The schema itself is left untouched.
     """
     out = dict(schema)
     kinds = _types(schema) if "type" in schema else []
@@ -349,7 +369,8 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
             **unnamed,
             **{n: named[n] for n in properties if n not in required},
         }
-        out.setdefault("additionalProperties", False)
+        if out["properties"]:  # `"properties": {}` names no key: any object, as without it
+            out.setdefault("additionalProperties", False)
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), Mapping):
             out[key] = decoded_schema(schema[key], bounded=bounded)
