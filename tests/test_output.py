@@ -265,3 +265,29 @@ async def test_a_described_str_answer_is_text_as_str_is() -> None:
     final = events[-1]
     assert isinstance(final, FinalEvent) and final.text == "hi" and final.output == "hi"
     assert final.to_dict() == {"type": "final", "text": "hi", "thought": None}
+
+
+@pytest.mark.parametrize(
+    "first",
+    ['{"final":1e999}', '{"calls":[{"tool":"scale","input":{"factor":-1e999}}]}'],
+)
+async def test_a_number_too_large_for_a_float_is_a_bad_turn_retried_with_numbers_bounded(first: str) -> None:
+    """JSON's grammar takes `1e999`, which Python reads as infinity: neither a final nor a
+    call may carry it (no check could take it); the retry bounds numbers, as a cut turn's."""
+    from aerix import tool
+
+    @tool
+    def scale(factor: float) -> str:
+        """Scale by a factor."""
+        return f"scaled by {factor}"
+
+    agent, model = agent_with(first, final(2.5), tools=[scale], output=float)
+    answer = await agent.ask("Scale it by 1e999.")
+    retry = next(ev for ev in answer.events if isinstance(ev, RetryEvent))
+    assert retry.reason.startswith("the number ") and "1e999 is too large" in retry.reason
+    assert not any(ev.type in ("call", "result") for ev in answer.events)
+    assert answer.output == 2.5
+    first_schema = json.dumps(model.calls[0].opts["constraint"]["json"])
+    again = json.dumps(model.calls[1].opts["constraint"]["json"])
+    assert "multipleOf" not in first_schema and "multipleOf" in again  # numbers bounded: no exponent
+    assert all(ev.to_dict() == json.loads(json.dumps(ev.to_dict(), allow_nan=False)) for ev in answer.events)

@@ -350,7 +350,7 @@ class Agent:
             yield reply.usage()
             turn = self._contract.parse(reply.text, run.choice)  # a typed final: checked, converted
             if isinstance(turn, BadTurn):
-                retry = self._retry(run, turn.reason)
+                retry = self._retry(run, turn.reason, bound=turn.bound)
                 if retry is None:  # out of generations or retries: `run.ending` says which
                     return
                 yield retry
@@ -431,8 +431,9 @@ class Agent:
             )
         return stream
 
-    def _retry(self, run: _Run, reason: str) -> RetryEvent | None:
-        """A bad or cut turn: the retry to ask for, or `None` (with `run.ending`) when none is left."""
+    def _retry(self, run: _Run, reason: str, *, bound: bool = False) -> RetryEvent | None:
+        """A bad or cut turn: the retry to ask for, or `None` (with `run.ending`) when none is left;
+        `bound`: its retry bounds numbers (the turn wrote one too large), as that of a cut turn."""
         limits = self._limits
         cut = run.reply.cut and not json_closed(run.reply.text)
         if cut:
@@ -453,7 +454,7 @@ class Agent:
             )
             return None
         run.failures += 1
-        run.short = run.short or cut
+        run.short = run.short or cut or bound
         run.retry = [
             {"role": "assistant", "content": run.reply.text},
             {

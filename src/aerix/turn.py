@@ -8,6 +8,7 @@ Every turn is one JSON object: `{"calls": [{"tool": …, "input": {…}}]}` or
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -516,6 +517,8 @@ class BadTurn:
     """A turn that is refused, and why."""
 
     reason: str
+    bound: bool = False
+    """It wrote a number too large for a float: its retry bounds numbers (`turn_schema`'s `bounded`)."""
 
 
 def _final_shape(typed: bool) -> str:
@@ -545,6 +548,8 @@ def parse_turn(
     """
     try:
         obj = _DECODER.decode(text)
+    except _Overflow as exc:
+        return BadTurn(reason=f"{exc}; write it with at most 16 digits and no exponent", bound=True)
     except (ValueError, RecursionError) as exc:
         return BadTurn(reason=f"not JSON ({_json_error(exc)}); {_expected(tool_choice, tools, typed)}")
     if not isinstance(obj, dict):
@@ -610,7 +615,18 @@ def _not_json(constant: str) -> None:
     raise ValueError(f"{constant} is not a JSON value")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_not_json)
+class _Overflow(ValueError):
+    """A number too large for a float (`1e999`): JSON's grammar takes it, Python reads infinity."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Overflow(f"the number {text[:24]} is too large (at most about 1.8e308)")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
 """One decoder for every turn (`json.loads` with an option makes a new one each call)."""
 
 
