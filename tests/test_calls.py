@@ -467,6 +467,26 @@ async def test_identical_means_the_same_tool_and_input_whatever_the_key_order() 
     assert results[1].text.startswith("error: 3\n(that is the result of call_1;")
 
 
+async def test_identical_means_the_same_json_numbers_whether_written_1_or_1_0() -> None:
+    scale = tool(
+        name="scale",
+        description="Scale.",
+        schema={"type": "object", "properties": {"factor": {"type": "number"}, "flags": {"type": "array"}}},
+        run=lambda given: f"x{given['factor']}",
+    )
+
+    turn = calls(
+        ("scale", {"factor": 1, "flags": [2, {"n": 3}]}),
+        ("scale", {"factor": 1.0, "flags": [2.0, {"n": 3.0}]}),  # the same numbers: a repeat
+        ("scale", {"factor": 1.5, "flags": [2]}),
+        ("scale", {"factor": 1, "flags": [True]}),  # `true` is not 1
+    )
+    model = ScriptedModel([turn, final()])
+    agent = Agent(model=model, tools=[scale], limits=Limits(repeats=0), calls_per_turn=4)
+    results = [e for e in await events_of(agent) if isinstance(e, ResultEvent)]
+    assert [r.error for r in results] == [False, True, False, False]
+
+
 async def test_a_repeat_of_a_failed_call_quotes_its_error_with_one_error_prefix() -> None:
     @tool
     def find(city: str) -> str:

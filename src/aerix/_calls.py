@@ -23,6 +23,7 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._hooks import after_call, before_call
 from .abort import AbortSignal
@@ -167,8 +168,20 @@ _sorted_json = json.JSONEncoder(sort_keys=True, default=repr).encode
 
 
 def _key(call: Call) -> str:
-    """A call's tool and input as one string: equal for equal inputs, whatever their key order."""
-    return call.tool + "\0" + _sorted_json(call.input)
+    """A call's tool and input as one string: equal for equal inputs, whatever their key order,
+    and whether a number is written `1` or `1.0` (one JSON number)."""
+    return call.tool + "\0" + _sorted_json(_same_numbers(call.input))
+
+
+def _same_numbers(value: Any) -> Any:
+    """`value` with each whole float as an int (`1.0` → `1`), at any depth."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if isinstance(value, dict):
+        return {k: _same_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_same_numbers(v) for v in value]
+    return value
 
 
 def _repeat(repeats: int, earlier: tuple[str, str] | None) -> str:
