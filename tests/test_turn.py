@@ -771,3 +771,30 @@ def test_bounds_at_javascripts_safe_integers_are_left_unsaid() -> None:
     n = {**n, "exclusiveMinimum": 0}
     t = tool(name="t", description="d", run=lambda i: "", schema={"type": "object", "properties": {"n": n}})
     assert render_tool(t).splitlines()[-1] == "  - n (integer; optional; more than 0)"
+
+
+def test_an_optional_object_reads_as_object_or_null_with_its_fields() -> None:
+    """pydantic's `Address | None` (`anyOf` of the object and null) reads as one object that
+    may be null, its fields under it, not as two shapes."""
+    address = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    schema = {
+        "type": "object",
+        "properties": {"addr": {"anyOf": [address, {"type": "null"}], "default": None}},
+    }
+    t = tool(name="t", description="d", run=lambda i: "", schema=schema)
+    assert render_tool(t).splitlines()[2:] == [
+        "  - addr (object or null; optional; default null)",
+        "    - city (string; required)",
+    ]
+    # two shapes with fields of their own stay shapes
+    other = {"type": "object", "properties": {"zip": {"type": "string"}}, "required": ["zip"]}
+    t = tool(
+        name="t",
+        description="d",
+        run=lambda i: "",
+        schema={"type": "object", "properties": {"at": {"anyOf": [address, other]}}},
+    )
+    assert render_tool(t).splitlines()[2:4] == [
+        "  - at (one of 2 shapes; optional)",
+        "    - shape 1 (object)",
+    ]

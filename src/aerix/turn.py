@@ -82,12 +82,15 @@ def _contract(tools: bool, typed: bool, calls: int) -> str:
 def _types(schema: Mapping[str, Any]) -> list[str]:
     """The JSON types a schema names (`type`, a string or a list), or those of its enum or const."""
     t = schema.get("type")
+    values = schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else None
+    given = list(dict.fromkeys(_json_type(v) for v in values)) if isinstance(values, list) else None
     if isinstance(t, str):
         return [t]
     if isinstance(t, list):
-        return [str(x) for x in t]
-    values = schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else []
-    return list(dict.fromkeys(_json_type(v) for v in values))
+        named = [str(x) for x in t]
+        # a type the enum has no value of takes none (`"type": ["string", "null"]` without null)
+        return [k for k in named if given is None or k in given or (k == "number" and "integer" in given)]
+    return given or []
 
 
 def _json_type(v: object) -> str:
@@ -152,10 +155,13 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
         # "id or name": choices that only require some of the object's own fields
         notes.append("give " + " or ".join(" and ".join(map(str, o["required"])) for o in options))
     elif isinstance(options, list) and options:
-        shapes = [_shape(o, indent + "  ") for o in options if isinstance(o, Mapping)]
-        if all(not sub for _, _, sub in shapes):  # simple options: `string or null`
+        choices = [o for o in options if isinstance(o, Mapping)]
+        shapes = [_shape(o, indent + "  ") for o in choices]
+        fielded = [i for i, (_, _, sub) in enumerate(shapes) if sub]
+        if len(fielded) <= 1:  # simple options (`string or null`), or one with fields (`object or null`)
             kinds += [k for k, _, _ in shapes]
             notes += [n for _, ns, _ in shapes for n in ns if n not in notes]
+            lines += _shape(choices[fielded[0]], indent)[2] if fielded else []
         else:
             kinds.append(f"one of {len(shapes)} shapes")
             for i, (kind, ns, sub) in enumerate(shapes, 1):
