@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -396,6 +397,37 @@ async def test_an_aborted_run_cancels_the_servers_tool(tmp_path: Path) -> None:
         assert await wait_for(lambda: _said(mark) == "cancelled"), "the server's tool was not cancelled"
 
 
+async def test_an_aborted_run_cancels_every_request_of_its_concurrent_calls(tmp_path: Path) -> None:
+    """The abort cancels each call's request (the SDK's `notifications/cancelled` for each),
+    even as the loop cancels the calls' tasks on top of it."""
+    mark = tmp_path / "cancelled"
+    async with kit("stdio", mark) as server:
+        two = '{"calls":[{"tool":"hang","input":{}},{"tool":"hang","input":{}}]}'
+        agent = Agent(model=ScriptedModel([two]), tools=server.tools, calls_per_turn=2, concurrent_calls=True)
+        controller = AbortController()
+        asyncio.get_running_loop().call_later(0.5, controller.abort, "enough")
+        events = [ev async for ev in agent.run("hang twice", signal=controller.signal)]
+        assert events[-1].type == "end" and events[-1].reason == "abort"
+        both = "cancelled" * 2
+        assert await wait_for(lambda: _said(mark) == both), f"the server cancelled {_said(mark)!r}, not both"
+
+
+async def test_a_servers_own_error_of_code_32000_is_a_refusal_not_a_closed_session() -> None:
+    listed = json.dumps(
+        [
+            {"name": "rpc_error", "inputSchema": {"type": "object"}},
+            {"name": "ok", "inputSchema": {"type": "object"}},
+        ]
+    )
+    async with MCPServer.stdio(sys.executable, [LISTED, listed]) as server:
+        tools = by_name(server)
+        text, error = await call(tools["rpc_error"], {})
+        assert error and text.endswith(
+            "refused the call of 'rpc_error': custom rpc failure (MCP error -32000)"
+        )
+        assert await call(tools["ok"], {}) == ("ok {}", False)  # the session goes on
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 
@@ -477,6 +509,10 @@ async def test_headers_go_with_every_request() -> None:
     [
         (lambda: MCPServer.stdio(""), "command must be a program to run"),
         (lambda: MCPServer.stdio("python", "server.py"), "args must be a list of strings, got 'server.py'"),
+        (  # the fix splits a command line into its words
+            lambda: MCPServer.stdio("python", "server.py --port 'a b'"),
+            re.escape("e.g. MCPServer.stdio('python', ['server.py', '--port', 'a b'])"),
+        ),
         (lambda: MCPServer.stdio("python", [1]), "args must all be strings"),
         (lambda: MCPServer.stdio("python", prefix="!!!"), "prefix '!!!' has no letter or digit"),
         (

@@ -3,8 +3,8 @@
 `python kit.py` serves over stdio; `python kit.py --http PORT` over streamable HTTP
 on 127.0.0.1:PORT (path `/mcp`); `--clash` adds two tools whose names map to one
 aerix name. The tools: a flat one, a nested one, one that fails (`isError`), one
-that hangs until the client cancels it (it writes `cancelled` to the file named by
-`$AERIX_MCP_MARK` when it is), one that ends the server's process, one with
+that hangs until the client cancels it (it adds `cancelled` to the file named by
+`$AERIX_MCP_MARK` each time it is), one that ends the server's process, one with
 structured content and no text, and one whose name aerix must map. With
 `$AERIX_MCP_TOKEN` set, HTTP requests need `Authorization: Bearer <token>` (else 401).
 """
@@ -61,7 +61,7 @@ async def hang() -> str:
     except asyncio.CancelledError:
         mark = os.environ.get("AERIX_MCP_MARK")
         if mark:
-            with open(mark, "w", encoding="utf-8") as f:
+            with open(mark, "a", encoding="utf-8") as f:
                 f.write("cancelled")
         raise
     return "woke up"

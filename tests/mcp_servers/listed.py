@@ -1,8 +1,9 @@
 """An MCP server that lists whatever tools its argument gives, as raw MCP tool objects.
 
 `python listed.py '[{"name": "t", "inputSchema": {...}}]'` serves over stdio the tools of that
-JSON list, each call answered with `ok` and its arguments: for the schemas and names that
-a server built with the SDK's decorators never writes.
+JSON list, each call answered with `ok` and its arguments (a tool named `rpc_error` with a
+JSON-RPC error of code -32000, which JSON-RPC leaves to a server's own errors): for the
+schemas, names and answers that a server built with the SDK's decorators never writes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import mcp.server.stdio
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
 
 TOOLS = [types.Tool(**t) for t in json.loads(sys.argv[1])]
 
@@ -24,6 +26,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 
 
 async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+    if params.name == "rpc_error":
+        raise MCPError(code=-32000, message="custom rpc failure")
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"ok {params.arguments}")])
 
 

@@ -59,6 +59,11 @@ class _Spec:
 
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+_CANCEL_GRACE = 5.0
+"""Seconds a cancelled call waits for its request to end (its `notifications/cancelled` sent)."""
+_CLOSED = "Connection closed"
+"""The SDK's own message for a session whose connection closed (`CONNECTION_CLOSED`, -32000,
+also a code that JSON-RPC leaves to a server's own errors)."""
 """The SDK's own HTTP timeouts (a response stream may stay open), for the client aerix makes."""
 
 
@@ -128,7 +133,7 @@ class MCPServer:
         if isinstance(args, str | bytes) or not isinstance(args, Sequence):
             raise _bad(
                 f"MCPServer.stdio: args must be a list of strings, got {args!r}; "
-                f"e.g. MCPServer.stdio({command!r}, [{args!r}])"
+                f"e.g. MCPServer.stdio({command!r}, {_split(args)!r})"
             )
         if not all(isinstance(a, str) for a in args):
             raise _bad(f"MCPServer.stdio: args must all be strings, got {list(args)!r}")
@@ -350,7 +355,8 @@ class MCPServer:
         return run
 
     async def _call(self, mcp_name: str, arguments: dict[str, Any], cx: ToolContext) -> Any:
-        """Send `tools/call`; an abort of `cx.signal`, or the session's end, cancels it."""
+        """Send `tools/call`; an abort of `cx.signal`, the caller's cancellation, or the session's
+        end cancels it."""
         client, task, loop = self._client, self._task, self._loop
         if client is None or task is None or loop is None:
             raise MCPServerError(await self._unavailable())
@@ -361,7 +367,33 @@ class MCPServer:
             )
         if cx.signal.aborted:
             raise MCPServerError(f"the call of {mcp_name!r} was aborted before it was sent")
-        with anyio.CancelScope() as scope:
+        scope = anyio.CancelScope()
+        # The request runs in a task of its own, which only its cancel scope stops: a caller's
+        # cancellation (concurrent calls stopped by an abort) that came on top of the scope's would
+        # cut the SDK's courtesy `notifications/cancelled` short, and the server would go on.
+        request = asyncio.ensure_future(self._request(client, task, loop, scope, mcp_name, arguments, cx))
+        try:
+            return await asyncio.shield(request)
+        except asyncio.CancelledError:
+            scope.cancel()
+            await asyncio.wait({request}, timeout=_CANCEL_GRACE)
+            if not request.done():
+                request.cancel()
+            elif not request.cancelled():
+                request.exception()  # retrieved: the caller has left
+            raise
+
+    async def _request(
+        self,
+        client: Any,
+        task: asyncio.Task[Any],
+        loop: asyncio.AbstractEventLoop,
+        scope: anyio.CancelScope,
+        mcp_name: str,
+        arguments: dict[str, Any],
+        cx: ToolContext,
+    ) -> Any:
+        with scope:
 
             def cancel(*_: object) -> None:
                 with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to cancel
@@ -372,7 +404,7 @@ class MCPServer:
             try:
                 result = await client.call_tool(mcp_name, arguments)
             except MCPError as exc:
-                if exc.code == types.CONNECTION_CLOSED:
+                if exc.code == types.CONNECTION_CLOSED and exc.message == _CLOSED:
                     raise MCPServerError(await self._unavailable()) from None
                 raise MCPToolError(
                     f"MCP server {self.name!r} refused the call of {mcp_name!r}: {exc.message} "
@@ -491,6 +523,15 @@ async def _list_tools(client: mcp.Client) -> list[types.Tool]:
 
 def _bad(message: str) -> AerixError:
     return AerixError("options", message)
+
+
+def _split(args: object) -> list[str]:
+    """A command line's words, as `args` takes them (`"server.py main"` → `["server.py", "main"]`)."""
+    text = args.decode(errors="replace") if isinstance(args, bytes) else str(args)
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unclosed quote
+        return text.split()
 
 
 def _one_line(exc: BaseException) -> str:
