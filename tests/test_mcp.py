@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
@@ -410,6 +411,31 @@ async def test_an_aborted_run_cancels_every_request_of_its_concurrent_calls(tmp_
         assert events[-1].type == "end" and events[-1].reason == "abort"
         both = "cancelled" * 2
         assert await wait_for(lambda: _said(mark) == both), f"the server cancelled {_said(mark)!r}, not both"
+
+
+async def test_a_caller_cancelled_twice_leaves_no_request_behind(tmp_path: Path) -> None:
+    """A caller cancelled (twice, as anyio's scopes do) cancels the request on the server and
+    leaves no task whose failure nobody reads."""
+    mark = tmp_path / "cancelled"
+    unread: list[object] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: unread.append(context.get("message")))
+    try:
+        async with kit("stdio", mark) as server:
+            caller = asyncio.ensure_future(call(by_name(server)["hang"], {}))
+            await asyncio.sleep(0.5)
+            caller.cancel()
+            await asyncio.sleep(0)
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            assert await wait_for(lambda: _said(mark) == "cancelled"), "the server's tool was not cancelled"
+            assert await call(by_name(server)["add"], {"a": 1, "b": 1}) == ("2", False)
+        gc.collect()
+        await asyncio.sleep(0.1)
+    finally:
+        loop.set_exception_handler(None)
+    assert unread == []
 
 
 async def test_a_servers_own_error_of_code_32000_is_a_refusal_not_a_closed_session() -> None:

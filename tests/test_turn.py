@@ -798,3 +798,16 @@ def test_an_optional_object_reads_as_object_or_null_with_its_fields() -> None:
         "  - at (one of 2 shapes; optional)",
         "    - shape 1 (object)",
     ]
+
+
+def test_only_an_object_or_null_is_read_as_one_shape() -> None:
+    fielded = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    for other in ({"type": "string", "maxLength": 3}, {"type": "object"}):
+        schema = {"type": "object", "properties": {"a": {"anyOf": [fielded, other]}}}
+        t = tool(name="t", description="d", run=lambda i: "", schema=schema)
+        assert render_tool(t).splitlines()[2] == "  - a (one of 2 shapes; optional)"
+    whole = {"type": ["integer", "null"], "enum": [1.0, 2.0]}  # whole floats are integers
+    t = tool(
+        name="t", description="d", run=lambda i: "", schema={"type": "object", "properties": {"n": whole}}
+    )
+    assert render_tool(t).splitlines()[2] == "  - n (integer; optional; one of 1.0, 2.0)"

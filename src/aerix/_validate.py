@@ -61,7 +61,7 @@ class _Fail:
         """How many keys of an object its schema does not take, when that is what failed: in an
         anyOf, the more, the likelier the value is another choice's shape."""
         self.missing = missing
-        """The required key an object lacks, when that is what failed."""
+        """The required keys an object lacks (`"a and b"`), when that is what failed."""
 
     def at(self, segment: str) -> _Fail:
         self.segments.append(segment)
@@ -353,9 +353,8 @@ def _object_check(schema: Mapping[str, Any], *, typed: bool) -> _Check:
             unknown = [key for key in v if key not in props]
             return _Fail(f"unknown field {unknown[0]!r} (fields: {allowed})", unknown=len(unknown))
         if not needed <= v.keys():
-            for key in required:
-                if key not in v:
-                    return _Fail(f"missing required field {key!r}", missing=key)
+            missing = [key for key in required if key not in v]
+            return _Fail(f"missing required field {missing[0]!r}", missing=" and ".join(missing))
         for key, c, segment in fields:
             if key in v:
                 fail = c(v[key])

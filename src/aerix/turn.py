@@ -89,7 +89,9 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
     if isinstance(t, list):
         named = [str(x) for x in t]
         # a type the enum has no value of takes none (`"type": ["string", "null"]` without null)
-        return [k for k in named if given is None or k in given or (k == "number" and "integer" in given)]
+        numbers = {"number", "integer"}
+        kept = [k for k in named if given is None or k in given or (k in numbers and numbers & set(given))]
+        return kept or named
     return given or []
 
 
@@ -158,7 +160,9 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
         choices = [o for o in options if isinstance(o, Mapping)]
         shapes = [_shape(o, indent + "  ") for o in choices]
         fielded = [i for i, (_, _, sub) in enumerate(shapes) if sub]
-        if len(fielded) <= 1:  # simple options (`string or null`), or one with fields (`object or null`)
+        nulls = sum(_types(o) == ["null"] for o in choices)
+        if not fielded or (len(fielded) == 1 and nulls == len(choices) - 1):  # `string or null`, and
+            # one with fields that may be null (`object or null`, pydantic's `Address | None`)
             kinds += [k for k, _, _ in shapes]
             notes += [n for _, ns, _ in shapes for n in ns if n not in notes]
             lines += _shape(choices[fielded[0]], indent)[2] if fielded else []

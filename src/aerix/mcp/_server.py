@@ -59,12 +59,12 @@ class _Spec:
 
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""The SDK's own HTTP timeouts (a response stream may stay open), for the client aerix makes."""
 _CANCEL_GRACE = 5.0
 """Seconds a cancelled call waits for its request to end (its `notifications/cancelled` sent)."""
 _CLOSED = "Connection closed"
 """The SDK's own message for a session whose connection closed (`CONNECTION_CLOSED`, -32000,
 also a code that JSON-RPC leaves to a server's own errors)."""
-"""The SDK's own HTTP timeouts (a response stream may stay open), for the client aerix makes."""
 
 
 class MCPServer:
@@ -375,12 +375,9 @@ class MCPServer:
         try:
             return await asyncio.shield(request)
         except asyncio.CancelledError:
-            scope.cancel()
-            await asyncio.wait({request}, timeout=_CANCEL_GRACE)
-            if not request.done():
-                request.cancel()
-            elif not request.cancelled():
-                request.exception()  # retrieved: the caller has left
+            request.add_done_callback(_retrieved)  # the caller has left: nobody else reads it
+            scope.cancel()  # the request ends by itself once its cancel is sent (the SDK bounds that)
+            await asyncio.wait({request}, timeout=_CANCEL_GRACE)  # a second cancel cuts this short
             raise
 
     async def _request(
@@ -422,9 +419,10 @@ class MCPServer:
                 remove()
                 task.remove_done_callback(cancel)
         if scope.cancelled_caught:
-            if cx.signal.aborted:
-                raise MCPServerError(f"the call of {mcp_name!r} was aborted: the request is cancelled")
-            raise MCPServerError(await self._unavailable())
+            if task.done() or self._closing.is_set():  # the session ended under it
+                raise MCPServerError(await self._unavailable())
+            how = "aborted" if cx.signal.aborted else "cancelled"
+            raise MCPServerError(f"the call of {mcp_name!r} was {how}: the request is cancelled")
         return result_value(result)
 
     async def _unavailable(self) -> str:
@@ -523,6 +521,12 @@ async def _list_tools(client: mcp.Client) -> list[types.Tool]:
 
 def _bad(message: str) -> AerixError:
     return AerixError("options", message)
+
+
+def _retrieved(request: asyncio.Future[Any]) -> None:
+    """Read a finished request's outcome, which its caller, gone, never will."""
+    if not request.cancelled():
+        request.exception()
 
 
 def _split(args: object) -> list[str]:
