@@ -82,10 +82,10 @@ def _contract(tools: bool, typed: bool, calls: int) -> str:
 def _types(schema: Mapping[str, Any]) -> list[str]:
     """The JSON types a schema names (`type`, a string or a list), or those of its enum or const."""
     t = schema.get("type")
-    values = schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else None
-    given = list(dict.fromkeys(_json_type(v) for v in values)) if isinstance(values, list) else None
     if isinstance(t, str):
         return [t]
+    values = schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else None
+    given = list(dict.fromkeys(_json_type(v) for v in values)) if isinstance(values, list) else None
     if isinstance(t, list):
         named = [str(x) for x in t]
         # a type the enum has no value of takes none (`"type": ["string", "null"]` without null)
@@ -165,7 +165,7 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
             # one with fields that may be null (`object or null`, pydantic's `Address | None`)
             kinds += [k for k, _, _ in shapes]
             notes += [n for _, ns, _ in shapes for n in ns if n not in notes]
-            lines += _shape(choices[fielded[0]], indent)[2] if fielded else []
+            lines += [line[2:] for line in shapes[fielded[0]][2]] if fielded else []  # up to this field
         else:
             kinds.append(f"one of {len(shapes)} shapes")
             for i, (kind, ns, sub) in enumerate(shapes, 1):
