@@ -153,3 +153,38 @@ async def test_a_closed_guard_leaves_no_callback_on_a_long_lived_signal() -> Non
     for _ in range(3):
         Guard(shared.signal).close()
     assert shared.signal._callbacks == []
+
+
+def test_a_callback_that_raises_is_logged_and_the_others_still_run(caplog: pytest.LogCaptureFixture) -> None:
+    c = AbortController()
+    calls: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("logger broke")
+
+    c.signal.add_callback(broken)
+    c.signal.add_callback(lambda: calls.append("after"))
+    with caplog.at_level("ERROR", logger="aerix"):
+        c.abort("stop")  # does not raise
+    assert calls == ["after"] and c.signal.aborted
+    assert "an abort callback" in caplog.text and "logger broke" in caplog.text
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="aerix"):
+        c.signal.add_callback(broken)  # already aborted: called at once, and logged the same way
+    assert "logger broke" in caplog.text
+
+
+async def test_a_run_still_ends_when_an_earlier_callback_on_its_signal_raises() -> None:
+    from aerix import Agent
+    from aerix.testing import ScriptedModel, Stall
+
+    c = AbortController()
+    c.signal.add_callback(lambda: 1 / 0)  # the application's, registered before the run's own
+    agent = Agent(model=ScriptedModel([Stall(text='{"final":"')]))
+    events = []
+    async for ev in agent.run("q", signal=c.signal):
+        events.append(ev)
+        if ev.type == "text":
+            c.abort("user pressed stop")
+    assert events[-1].type == "end" and events[-1].reason == "abort"
+    assert not agent.busy

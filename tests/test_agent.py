@@ -1048,6 +1048,48 @@ async def test_abort_during_a_hanging_tool_tells_the_tool() -> None:
     assert agent.messages == ()
 
 
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_a_tool_that_returns_after_the_abort_cancelled_it_gives_no_result(concurrent: bool) -> None:
+    @tool
+    async def fetch() -> str:
+        """Fetch."""
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return "cleaned up"  # swallows the cancellation and returns: the turn is still not kept
+        return "never seen"
+
+    controller = AbortController()
+    calls = '{"calls":[{"tool":"fetch","input":{}},{"tool":"fetch","input":{}}]}'
+    agent, _ = agent_with(calls, final(), tools=[fetch], calls_per_turn=2, concurrent_calls=concurrent)
+    asyncio.get_running_loop().call_later(0.05, controller.abort, "user pressed stop")
+    events = await events_of(agent, signal=controller.signal)
+    assert "result" not in types(events)  # one at a time, the second call never started
+    assert types(events).count("call") == (2 if concurrent else 1) and types(events)[-2] == "call"
+    assert events[-1] == EndEvent(reason="abort", message="user pressed stop")
+    assert agent.messages == () and not agent.busy
+
+
+@pytest.mark.parametrize("hook", ["before_call", "after_call", "on_final"])
+async def test_a_hook_that_raises_cancelled_error_is_named_like_any_failing_hook(hook: str) -> None:
+    def gives_up(*args: Any) -> None:
+        raise asyncio.CancelledError("hook gave up")  # its own, not a cancellation of the run
+
+    agent, _ = agent_with('{"calls":[{"tool":"clock","input":{}}]}', final(), hooks={hook: gives_up})
+    events = await events_of(agent)
+    assert events[-1] == EndEvent(reason="error", message=f"hook {hook} raised CancelledError: hook gave up")
+    assert not agent.busy
+
+
+async def test_the_agents_tools_are_read_only() -> None:
+    agent, _ = agent_with(final())
+    with pytest.raises(TypeError):
+        del agent.tools["clock"]  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        agent.tools["other"] = clock  # type: ignore[index]
+    assert list(agent.tools) == ["weather", "clock"]
+
+
 async def test_abort_during_a_hanging_sync_tool() -> None:
     release = threading.Event()
 
@@ -1305,6 +1347,27 @@ def test_a_generation_past_the_script_plays_no_entry_so_one_added_later_is_playe
     assert model.remaining == 1
     assert agent.ask_sync("c").text == "two" and model.remaining == 0
     assert len(model.calls) == 3  # every generation asked for is recorded
+
+
+def test_a_scripted_model_refuses_entries_it_cannot_play() -> None:
+    with pytest.raises(AerixError, match=r"got one string; wrap it in a list: ScriptedModel\(\['"):
+        ScriptedModel(final())  # type: ignore[arg-type]
+    with pytest.raises(AerixError, match=r"script entry 1 is int 5; an entry is the turn's text"):
+        ScriptedModel([final(), 5])  # type: ignore[list-item]
+    model = ScriptedModel([final()])
+    with pytest.raises(AerixError, match=r"script entry 1 is NoneType None"):
+        model.add(None)  # type: ignore[arg-type]
+    assert model.remaining == 1
+
+
+async def test_a_scripted_callable_that_returns_no_step_ends_the_run_naming_the_entry() -> None:
+    agent = Agent(model=ScriptedModel([lambda messages: {"final": "x"}]))  # type: ignore[list-item]
+    events = await events_of(agent)
+    assert events[-1] == EndEvent(
+        reason="error",
+        message="ScriptedModel: script entry 0 (a callable) returned dict; it must return the turn's text "
+        "(a str), or a Cut, Fail, Stall or NoDone",
+    )
 
 
 @pytest.mark.parametrize("size", [0, -1, 2.5, "3", True])

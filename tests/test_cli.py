@@ -11,6 +11,7 @@ import runpy
 import signal
 import sys
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -408,6 +409,34 @@ def test_a_ctrl_c_whose_interrupt_was_swallowed_while_the_model_loaded_still_qui
     assert model.calls == []
 
 
+def test_the_interrupt_swallowed_in_a_ctypes_callback_is_not_printed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python hands an exception raised in a ctypes callback to `sys.unraisablehook`, which prints
+    it with a traceback: the command's own Ctrl-C is not printed; anything else still is."""
+    seen: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+
+    def unraisable(exc: BaseException) -> Any:
+        return types.SimpleNamespace(
+            exc_type=type(exc), exc_value=exc, exc_traceback=exc.__traceback__, err_msg=None, object=None
+        )
+
+    def load(args: Any, spinner: Any) -> ScriptedModel:
+        sys.unraisablehook(unraisable(ValueError("a callback's own failure")))
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt as exc:  # as ctypes does with it
+            sys.unraisablehook(unraisable(exc))
+        return ScriptedModel(['{"final":"should not run"}'])
+
+    monkeypatch.setattr(cli, "_open_model", load)
+    assert cli.main(["run", "hi", "--tools", "none"]) == 130
+    assert capsys.readouterr().err.strip() == "aerix: interrupted"
+    assert [type(u.exc_value) for u in seen] == [ValueError]
+    assert sys.unraisablehook == seen.append  # put back
+
+
 def test_a_prompt_or_instructions_that_utf8_cannot_encode_are_refused_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -558,11 +587,29 @@ def test_server_takes_the_api_key_from_the_environment(
     [
         (["--server", "http://127.0.0.1:1/v1"], "aerix: error: --server needs --model NAME"),
         (["--server", "localhost:8000", "--model", "m"], "aerix: error: --server: base_url must be"),
+        (["--server", "", "--model", "m"], "aerix: error: --server needs an OpenAI-compatible server's URL"),
+        (["--server", " ", "--model", "m", "--dialect", "json_object"], "aerix: error: --server needs"),
+        (["--model", ""], "aerix: error: --model needs a model's name (smollm2-instruct) or the path of"),
+        (
+            ["--server", "http://127.0.0.1:1/v1", "--model", "m", "--api-key", "sk-é"],
+            "aerix: error: --api-key: ",
+        ),
     ],
 )
-def test_server_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_server_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(cli.API_KEY_ENV, raising=False)
     assert cli.main(["run", "hi", *argv]) == 2
     assert capsys.readouterr().err.startswith(message)
+
+
+def test_a_bad_api_key_from_the_environment_names_the_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cli.API_KEY_ENV, "sk-é")
+    assert cli.main(["run", "hi", "--server", "http://127.0.0.1:1/v1", "--model", "m"]) == 2
+    assert capsys.readouterr().err.startswith(f"aerix: error: ${cli.API_KEY_ENV}: api_key must be an ASCII")
 
 
 def test_a_server_that_refuses_json_schema_is_answered_in_json_object_with_a_note(

@@ -183,6 +183,57 @@ def test_a_second_parameter_with_a_default_keeps_it_unless_it_asks_for_the_conte
         assert asyncio.run(run_tool(t, {}, cx())) == ("context", False), fn.__name__
 
 
+def test_explicit_form_takes_the_context_as_a_keyword_only_cx() -> None:
+    def sync(input: dict[str, Any], *, cx: ToolContext) -> str:
+        return f"{input['s']} {type(cx).__name__}"
+
+    async def asynchronous(input: dict[str, Any], *, context: ToolContext) -> str:
+        return f"{input['s']} {type(context).__name__}"
+
+    for fn in (sync, asynchronous):
+        t = tool(name="t", input={"s": {"type": "string", "required": True}}, run=fn)
+        assert asyncio.run(run_tool(t, {"s": "hi"}, cx())) == ("hi ToolContext", False), fn.__name__
+
+
+async def _rows(input: dict[str, Any]) -> Any:
+    yield 1
+
+
+def _lines(input: dict[str, Any]) -> Any:
+    yield "a"
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        (
+            lambda: "x",
+            r"tool 't': run\(\) cannot be called as run\(input, cx\) \(too many positional arguments\)",
+        ),
+        (
+            lambda a, b, c: "x",
+            r"run\(a, b, c\) cannot be called as run\(input, cx\) \(missing a required argument: 'c'\)",
+        ),
+        (lambda input, *, key: "x", r"run\(input, \*, key\) cannot be called as run\(input\)"),
+        (_rows, r"tool 't': run is a generator function \('_rows'\); a tool returns its result"),
+        (_lines, r"run is a generator function \('_lines'\)"),
+    ],
+)
+def test_explicit_form_refuses_a_run_aerix_cannot_call(run: Any, message: str) -> None:
+    with pytest.raises(AerixError, match=message) as info:
+        tool(name="t", input={}, run=run)
+    assert info.value.kind == "options"
+
+
+def test_the_decorator_refuses_a_generator_function() -> None:
+    def stream(n: int) -> Any:
+        """Stream."""
+        yield n
+
+    with pytest.raises(AerixError, match=r"tool 'stream': run is a generator function"):
+        tool(stream)
+
+
 def test_tool_is_frozen() -> None:
     with pytest.raises(AttributeError):
         weather.name = "x"  # type: ignore[misc]

@@ -25,6 +25,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._guard import Aborted
 from ._hooks import after_call, before_call
 from .abort import AbortSignal
 from .events import Call, CallEvent, ResultEvent
@@ -153,6 +154,8 @@ class Calls:
             else:
                 cx = ToolContext(signal=signal, call_id=call.id)
                 text, error = await run_tool(self.tools[call.tool], call.input, cx)
+            if signal.aborted:  # a tool stopped by the abort that returned anyway: its turn is not kept
+                raise Aborted
             if self.hooks.after_call is not None:
                 text = await after_call(self.hooks, call, text)
         if step.repeat:  # the earlier result was cut already; the note after it stays whole

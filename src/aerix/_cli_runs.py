@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
@@ -34,6 +34,7 @@ class CtrlC:
         self._installed = False
         self._holding = False
         self._held = False
+        self._previous_hook: Callable[[Any], object] = sys.unraisablehook
         self._quit = False
         """A Ctrl-C asked to quit: its `KeyboardInterrupt` may have been swallowed (raised in a
         ctypes callback while llama.cpp loads a model), so `check` raises it again."""
@@ -41,12 +42,23 @@ class CtrlC:
     def __enter__(self) -> CtrlC:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._previous_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
             self._installed = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
+            sys.unraisablehook = self._previous_hook
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """Python prints an exception that a ctypes callback raised, and drops it: a Ctrl-C's
+        `KeyboardInterrupt` raised in llama.cpp's log callback while a model loads is not
+        printed (`check` quits after the load); anything else is, as before."""
+        if self._quit and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return
+        self._previous_hook(unraisable)
 
     @contextlib.contextmanager
     def run(self) -> Iterator[AbortSignal]:

@@ -6,6 +6,7 @@ which ends the run with `error`.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import replace
@@ -68,6 +69,11 @@ async def _call(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         out = fn(*args)
         if inspect.isawaitable(out):
             out = await out
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():  # the run's task is being cancelled (an abort, its consumer)
+            raise
+        raise HookError(f"hook {name} raised {describe(exc)}") from exc  # the hook's own
     except Exception as exc:
         raise HookError(f"hook {name} raised {describe(exc)}") from exc
     return out

@@ -2,17 +2,22 @@
 
 An `AbortController` owns one `AbortSignal`. Code that should stop when asked
 reads `signal.aborted`, registers a callback, or awaits the signal. Any thread
-may call `abort()`; callbacks run on the aborting thread, once.
+may call `abort()`; callbacks run on the aborting thread, once. A callback that
+raises is logged (logger `aerix`) and the others still run: `abort()` itself
+never raises for one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
 __all__ = ["AbortController", "AbortSignal"]
+
+log = logging.getLogger("aerix")
 
 
 class AbortSignal:
@@ -37,7 +42,9 @@ class AbortSignal:
         return self._reason
 
     def add_callback(self, fn: Callable[[], object]) -> Callable[[], None]:
-        """Call `fn()` once on abort (at once if already aborted).
+        """Call `fn()` once on abort (at once if already aborted). An exception from
+        `fn` is logged (logger `aerix`), not raised: it stops neither the abort nor the
+        other callbacks.
 
         Returns:
             A function that unregisters `fn`; calling it twice is harmless.
@@ -46,7 +53,7 @@ class AbortSignal:
             if not self._aborted:
                 self._callbacks.append(fn)
                 return _Remover(self, fn)
-        fn()
+        _call(fn)
         return _nothing
 
     def _discard(self, fn: Callable[[], object]) -> None:
@@ -90,11 +97,20 @@ class AbortSignal:
             self._reason = reason
             callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
-            fn()
+            _call(fn)
         return True
 
     def __repr__(self) -> str:
         return f"AbortSignal(aborted={self._aborted})"
+
+
+def _call(fn: Callable[[], object]) -> None:
+    """Call an abort callback; what it raises is logged, so that the other callbacks (a
+    run's own among them) still run and the caller of `abort()` gets nothing thrown."""
+    try:
+        fn()
+    except Exception:
+        log.exception("an abort callback (%r) raised; the abort goes on", fn)
 
 
 class _Remover:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import types
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -134,7 +135,7 @@ class Agent:
         **unknown: Never,
     ) -> None:
         check_agent_options(unknown, model, instructions, constrain, concurrent_calls, name)
-        self._tools = check_tools(tools)
+        self._tools = types.MappingProxyType(check_tools(tools))
         self._tool_list = tuple(self._tools.values())
         self._limits = Limits.of(limits)
         self._hooks = Hooks.of(hooks)
@@ -175,7 +176,7 @@ class Agent:
 
     @property
     def tools(self) -> Mapping[str, Tool]:
-        """The agent's tools by name."""
+        """The agent's tools by name (read-only: an agent's tools are fixed when it is made)."""
         return self._tools
 
     @property

@@ -241,6 +241,12 @@ def _enter(
 
 
 def _check_model_flags(args: argparse.Namespace) -> None:
+    for flag, value, what in (
+        ("--server", args.server, "an OpenAI-compatible server's URL, e.g. http://127.0.0.1:8000/v1"),
+        ("--model", args.model, "a model's name (smollm2-instruct) or the path of a .gguf file"),
+    ):
+        if value is not None and not value.strip():
+            raise Failure(f"{flag} needs {what}, got {value!r}", 2)
     if args.server:
         if not args.model:
             raise Failure("--server needs --model NAME: the name of a model the server serves", 2)
@@ -260,6 +266,9 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
                 base_url=args.server, model=args.model, api_key=api_key, dialect=args.dialect
             )
         except AerixError as exc:
+            if "api_key" in exc.message:  # the key's flag, or the variable it came from
+                source = "--api-key" if args.api_key else f"${API_KEY_ENV}"
+                raise Failure(f"{source}: {exc.message}", 2) from None
             raise _options_error(exc) from None
         except ImportError as exc:
             raise Failure(str(exc), 1) from None

@@ -163,6 +163,11 @@ def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -
     constraint = o.get("constraint")
     if constraint is not None and not (isinstance(constraint, dict) and set(constraint) == {"json"}):
         raise AerixError("options", f'constraint must be {{"json": <JSON Schema>}}, got {constraint!r}')
+    if constraint is not None and not isinstance(schema := constraint["json"], dict):
+        raise AerixError(
+            "options",
+            f"constraint: 'json' must be a JSON Schema object (a dict), got {type(schema).__name__}",
+        )
     signal = o.get("signal")
     if signal is not None and not isinstance(signal, AbortSignal):
         raise AerixError("options", f"signal must be an AbortSignal, got {signal!r}")

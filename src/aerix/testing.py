@@ -99,7 +99,13 @@ class ScriptedModel:
                 "options",
                 f"ScriptedModel: chunk_size must be a whole number of characters >= 1, got {chunk_size!r}",
             )
-        self._script = list(turns)
+        if isinstance(turns, str | bytes):
+            raise AerixError(
+                "options",
+                "ScriptedModel: turns must be a list of entries, got one string; "
+                f"wrap it in a list: ScriptedModel([{_short(turns)}])",
+            )
+        self._script = _entries(turns, 0)
         self._chunk = chunk_size
         self._played = 0
         """Script entries played (a generation past the script's end plays none)."""
@@ -115,8 +121,8 @@ class ScriptedModel:
         return len(self._script) - self._played
 
     def add(self, *entries: Script) -> None:
-        """Append entries to the script."""
-        self._script.extend(entries)
+        """Append entries to the script (each checked as `ScriptedModel` checks its `turns`)."""
+        self._script.extend(_entries(entries, len(self._script)))
 
     async def chat(
         self, messages: list[ChatMessage], opts: GenerateOptions | None = None
@@ -131,6 +137,12 @@ class ScriptedModel:
         entry = self._script[self._played]
         self._played += 1
         step = entry(messages) if callable(entry) else entry
+        if not isinstance(step, _STEPS):
+            raise TypeError(
+                f"ScriptedModel: script entry {self._played - 1} (a callable) returned "
+                f"{type(step).__name__}; it must return the turn's text (a str), "
+                "or a Cut, Fail, Stall or NoDone"
+            )
         text = step if isinstance(step, str) else step.text
         signal = opts.get("signal")
         step_size = self._chunk or max(1, len(text))
@@ -171,6 +183,29 @@ class ScriptedModel:
         self._cached_total = cached + sum(added)
         self._last = list(messages)
         return self._cached_total, cached
+
+
+_STEPS = (str, Cut, Fail, Stall, NoDone)
+
+
+def _entries(entries: Iterable[object], first: int) -> list[Script]:
+    """Script entries, checked: each a step or a callable (`first`: the index of the first)."""
+    out: list[Script] = []
+    for i, entry in enumerate(entries, first):
+        if not isinstance(entry, _STEPS) and not callable(entry):
+            raise AerixError(
+                "options",
+                f"ScriptedModel: script entry {i} is {type(entry).__name__} {_short(entry)}; an entry is "
+                "the turn's text (a str), a Cut, Fail, Stall or NoDone, or a callable that gets the "
+                "messages and returns one of those",
+            )
+        out.append(entry)
+    return out
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _tokens(text: str) -> int:

@@ -148,18 +148,48 @@ def _from_schema(
     )
 
 
-def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
-    """Adapt a `run` that takes only the input to the `run(input, cx)` form.
+def _generator(name: object, fn: Callable[..., Any]) -> None:
+    """Refuse a generator function as a tool's `run`: its call gives a generator, not a result."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise _bad(
+            f"tool {name!r}: run is a generator function ({getattr(fn, '__name__', fn)!r}); a tool "
+            "returns its result: collect what it yields and return that"
+        )
+
+
+def _explicit_run(name: object, run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
+    """Adapt a `run` that takes only the input, or the context as a keyword-only `cx`, to the
+    `run(input, cx)` form; refuse one that cannot be called either way.
 
     A second positional parameter takes the context unless it has a default and is neither
     named `cx` nor annotated `ToolContext`: `lambda input, n=n: ...` (a loop's value, bound
     the usual way) keeps its `n`.
     """
+    _generator(name, run)
     is_async = inspect.iscoroutinefunction(run)
     try:
-        params = list(inspect.signature(run).parameters.values())
+        signature = inspect.signature(run)
     except (TypeError, ValueError):
         return run, is_async
+    params = list(signature.parameters.values())
+    keyword_cx = next(
+        (
+            p
+            for p in params
+            if p.kind == p.KEYWORD_ONLY and (p.name == "cx" or p.annotation in (ToolContext, "ToolContext"))
+        ),
+        None,
+    )
+    if keyword_cx is not None:
+        key = keyword_cx.name
+        _callable_as(name, run, signature, "run(input, *, cx)", lambda s: s.bind(None, **{key: None}))
+        if is_async:
+
+            async def keyword_async(input: dict[str, Any], cx: ToolContext) -> Any:
+                return await run(input, **{key: cx})
+
+            return keyword_async, True
+        return (lambda input, cx: run(input, **{key: cx})), False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     takes_cx = varargs or (
@@ -171,6 +201,7 @@ def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
         )
     )
     if positional and not takes_cx:
+        _callable_as(name, run, signature, "run(input)", lambda s: s.bind(None))
         if is_async:
 
             async def one_arg_async(input: dict[str, Any], cx: ToolContext) -> Any:
@@ -178,7 +209,25 @@ def _explicit_run(run: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
 
             return one_arg_async, True
         return (lambda input, cx: run(input)), False
+    _callable_as(name, run, signature, "run(input, cx)", lambda s: s.bind(None, None))
     return run, is_async
+
+
+def _callable_as(
+    name: object,
+    run: Callable[..., Any],
+    signature: inspect.Signature,
+    form: str,
+    bind: Callable[[inspect.Signature], object],
+) -> None:
+    """Refuse a `run` that cannot be called as `form`, the way aerix will call it."""
+    try:
+        bind(signature)
+    except TypeError as exc:
+        raise _bad(
+            f"tool {name!r}: run{signature} cannot be called as {form} ({exc}); give it the input "
+            "as its one positional parameter, and the context as a second one or as a keyword-only cx"
+        ) from None
 
 
 def _source(fn: Callable[..., Any]) -> Any:
@@ -204,6 +253,7 @@ def _from_function(fn: Callable[..., Any], name: str | None, description: str | 
     if not callable(fn):
         raise _bad(f"@tool expects a function, got {type(fn).__name__}")
     source = _source(fn)
+    _generator(name or getattr(source, "__name__", type(fn).__name__), source)
     if name is None and source is not fn and not isinstance(fn, functools.partial):
         raise _bad(
             f"@tool on a {type(fn).__name__} object: it has no function name; give it one: @tool(name=...)"
@@ -361,7 +411,7 @@ def tool(
                 f"tool {name!r}: pass input (fields; input={{}} for a tool without input) "
                 "or schema (a JSON Schema of an object)"
             )
-        adapted, is_async = _explicit_run(run) if callable(run) else (run, False)
+        adapted, is_async = _explicit_run(name, run) if callable(run) else (run, False)
         about = "" if description is None else description
         return _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
 
@@ -466,11 +516,11 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
                 raise value
             if type(value) not in _PLAIN and inspect.isawaitable(value):  # a plain function that
                 value = await value  # returned a coroutine
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is None or task.cancelling():
             raise
-        return "error: CancelledError", True
+        return f"error: {message_of(exc)}", True  # the tool's own, not the run's
     except Exception as exc:
         return f"error: {message_of(exc)}", True
     return result_text(value)

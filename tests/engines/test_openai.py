@@ -541,6 +541,14 @@ def formats(server: FaultServer) -> list[str | None]:
         ({"max_tokens": 0}, "max_tokens must be an integer in [1, 2147483648], got 0"),
         ({"temperature": "hot"}, "temperature must be a number in [0.0, 100.0], got 'hot'"),
         ({"constraint": {"regex": "a"}}, 'constraint must be {"json": <JSON Schema>}'),
+        (
+            {"constraint": {"json": "a schema"}},
+            "constraint: 'json' must be a JSON Schema object (a dict), got str",
+        ),
+        (
+            {"constraint": {"json": ["a"]}},
+            "constraint: 'json' must be a JSON Schema object (a dict), got list",
+        ),
         ({"signal": "nope"}, "signal must be an AbortSignal, got 'nope'"),
         ({"stop": "x"}, "stop must be a list of strings, got 'x'"),
     ],
@@ -712,6 +720,7 @@ async def test_a_connection_closed_before_answering_is_named() -> None:
         ('{"choices": [{"delta": {"content": 5}}]}', "`delta.content` is not a string"),
         ('{"error": {"message": "model crashed"}}', "reported an error mid-stream: 'model crashed'"),
         ('{"choices": [], "usage": {"prompt_tokens": "many"}}', "counts that are not integers"),
+        ('{"choices": [], "usage": {"prompt_tokens": -5, "completion_tokens": 3}}', "a count below zero"),
     ],
 )
 async def test_bad_chunks_are_named(payload: str, cause: str) -> None:

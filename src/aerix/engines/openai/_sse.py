@@ -165,10 +165,13 @@ def _usage(obj: dict[str, Any], data: str) -> Usage | None:
         timings = obj.get("timings")
         cached = timings.get("cache_n") if isinstance(timings, dict) else None
     try:
-        return Usage(
+        counted = Usage(
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cached_tokens=int(cached or 0),
         )
     except (TypeError, ValueError):
         raise ChunkError(f"sent a `usage` with counts that are not integers: {excerpt(data)}") from None
+    if min(counted.prompt_tokens, counted.completion_tokens, counted.cached_tokens) < 0:
+        raise ChunkError(f"sent a `usage` with a count below zero: {excerpt(data)}")
+    return counted
