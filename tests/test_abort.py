@@ -188,3 +188,24 @@ async def test_a_run_still_ends_when_an_earlier_callback_on_its_signal_raises() 
             c.abort("user pressed stop")
     assert events[-1].type == "end" and events[-1].reason == "abort"
     assert not agent.busy
+
+
+def test_a_ctrl_c_from_a_callback_is_raised_again_after_the_others_ran(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c = AbortController()
+    calls: list[str] = []
+
+    def cancelled() -> None:
+        raise asyncio.CancelledError  # a cancelled future's result: logged like any failure
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    c.signal.add_callback(cancelled)
+    c.signal.add_callback(interrupted)
+    c.signal.add_callback(lambda: calls.append("after"))
+    with caplog.at_level("ERROR", logger="aerix"), pytest.raises(KeyboardInterrupt):
+        c.abort()
+    assert calls == ["after"] and c.signal.aborted
+    assert "CancelledError" in caplog.text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import pytest
 
@@ -101,6 +101,32 @@ async def test_every_kind_of_answer_type(output: Any, value: Any, converted: Any
     assert plain == value
     # the text is the converted value's JSON, as `to_dict` carries it: 3.0 for a float answer of 3
     assert answer.text == json.dumps(plain, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("output", "value", "converted", "text"),
+    [
+        (float | None, 3, 3.0, "3.0"),
+        (float | None, None, None, "null"),
+        (Annotated[float, "a price"], 3, 3.0, "3.0"),
+        (list[float], [3, 1.5], [3.0, 1.5], "[3.0, 1.5]"),
+        (dict[str, float], {"a": 3}, {"a": 3.0}, '{"a": 3.0}'),
+        (
+            list[dict[str, float | None]],
+            [{"a": 2, "b": None}],
+            [{"a": 2.0, "b": None}],
+            '[{"a": 2.0, "b": null}]',
+        ),
+        (list[int], [3], [3], "[3]"),
+    ],
+)
+async def test_a_float_answer_reads_as_a_float_however_it_is_wrapped(
+    output: Any, value: Any, converted: Any, text: str
+) -> None:
+    agent, _ = agent_with(final(value), output=output)
+    answer = await agent.ask("q")
+    assert answer.output == converted and json.dumps(answer.output) == text
+    assert answer.text == text and answer.events[-1].to_dict()["output"] == converted
 
 
 async def test_a_pydantic_answer() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import dataclasses
 import enum
+import functools
 import gc
 import json
 import os
@@ -223,6 +224,35 @@ def test_explicit_form_refuses_a_run_aerix_cannot_call(run: Any, message: str) -
     with pytest.raises(AerixError, match=message) as info:
         tool(name="t", input={}, run=run)
     assert info.value.kind == "options"
+
+
+def test_a_decorated_run_is_called_as_its_wrapper_takes_it() -> None:
+    def with_db(f: Any) -> Any:
+        @functools.wraps(f)
+        def wrapper(input: dict[str, Any], cx: ToolContext) -> Any:
+            return f(input, cx, 42)  # the decorator gives the third argument
+
+        return wrapper
+
+    @with_db
+    def lookup(input: dict[str, Any], cx: ToolContext, db: int) -> str:
+        return f"{input['s']} {db}"
+
+    def both(input: dict[str, Any], ctx: ToolContext, *, cx: Any = None) -> str:
+        return type(ctx).__name__  # the positional one takes the context; the keyword keeps its default
+
+    t = tool(name="lookup", input={"s": {"type": "string", "required": True}}, run=lookup)
+    assert asyncio.run(run_tool(t, {"s": "id"}, cx())) == ("id 42", False)
+    assert asyncio.run(run_tool(tool(name="b", input={}, run=both), {}, cx())) == ("ToolContext", False)
+
+
+def test_a_callable_object_whose_call_is_a_generator_is_refused() -> None:
+    class Rows:
+        def __call__(self, input: dict[str, Any]) -> Any:
+            yield 1
+
+    with pytest.raises(AerixError, match=r"tool 't': run is a generator function \('__call__'\)"):
+        tool(name="t", input={}, run=Rows())
 
 
 def test_the_decorator_refuses_a_generator_function() -> None:

@@ -38,6 +38,47 @@ from aerix.turn import (
 INSTRUCTIONS = "You are a travel helper. Use the tools to answer."
 
 
+@pytest.mark.parametrize(
+    ("field", "bounded", "decoded"),
+    [
+        # a range past the bound keeps its own: clamped, it would allow no value at all
+        ({"type": "integer", "minimum": 10**17}, False, {"type": "integer", "minimum": 10**17}),
+        ({"type": "integer", "maximum": -(10**17)}, True, {"type": "integer", "maximum": -(10**17)}),
+        (
+            {"type": "number", "minimum": 1e17},
+            True,
+            {"type": "number", "minimum": 1e17, "multipleOf": 10.0**-FRACTION_DIGITS},
+        ),
+        # a range that holds no multiple of the retry's step gets no step
+        (
+            {"type": "number", "minimum": 1e-7, "maximum": 5e-7},
+            True,
+            {"type": "number", "minimum": 1e-7, "maximum": 5e-7},
+        ),
+        (
+            {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            True,
+            {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "minimum": -MAX_INTEGER,
+                "maximum": 1,
+                "multipleOf": 10.0**-FRACTION_DIGITS,
+            },
+        ),
+    ],
+)
+def test_bounds_never_make_a_number_field_impossible(field: Any, bounded: bool, decoded: Any) -> None:
+    t = tool(
+        name="t",
+        description="d",
+        schema={"type": "object", "properties": {"n": field}, "required": ["n"]},
+        run=lambda i: "ok",
+    )
+    assert input_schema(t, bounded=bounded)["properties"]["n"] == decoded
+    check_decodable(turn_schema([t], "required", short=bounded), where="turn")
+
+
 @pytest.mark.parametrize("name", sorted(TOOL_SETS))
 def test_system_message_golden(name: str, golden) -> None:  # type: ignore[no-untyped-def]
     golden(f"system_{name}.txt", render_system(INSTRUCTIONS, TOOL_SETS[name]) + "\n")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from ._annotations import ConversionError, Converter, converted, same, schema_of
 from ._schema import check_decodable, check_schema, compile_validator
@@ -40,12 +41,14 @@ class Output:
         AerixError: `kind="options"`, naming what was given and what is allowed.
     """
 
-    __slots__ = ("_check", "_convert", "_text", "schema")
+    __slots__ = ("_check", "_convert", "_floats", "_text", "schema")
 
     def __init__(self, output: object, *, decodable: bool = True) -> None:
         self.schema: dict[str, Any] | None = None
         """The answer's JSON Schema; `None` for a text answer (`str`)."""
         self._convert: Converter = same
+        self._floats: Converter | None = None
+        """Where the type asks for a float, the int the model wrote as one (3 → 3.0)."""
         bare = output
         while get_origin(bare) is Annotated:
             bare = get_args(bare)[0]
@@ -61,8 +64,7 @@ class Output:
         else:
             try:
                 schema, self._convert = schema_of(output, where="output")
-                if output is float:  # the answer is the type asked for: 3 is 3.0
-                    self._convert = float
+                self._floats = _floats(output)  # the answer is the type asked for: 3 is 3.0
             except AerixError as exc:
                 raise AerixError("options", f"{exc.message} (output takes {ALLOWED})") from None
             if decodable:
@@ -84,12 +86,39 @@ class Output:
         problem = self._check(turn.value)
         if problem is not None:
             return BadTurn(reason=problem)
+        written = turn.value if self._floats is None else self._floats(turn.value)
         try:
-            value = converted("final", self._convert, turn.value)
+            value = converted("final", self._convert, written)
         except ConversionError as exc:  # the type's own check, e.g. a pydantic validator
             return BadTurn(reason=str(exc))
         if self._text:  # the final's text is the string itself, as for `str`
             return dataclasses.replace(turn, final=value, value=value)
-        if isinstance(value, float) and not isinstance(turn.value, float):  # 3 read as 3.0: so its text
-            return dataclasses.replace(turn, final=json.dumps(value), value=value)
+        if written is not turn.value and (text := _json(written)) != _json(turn.value):  # 3 read as 3.0
+            return dataclasses.replace(turn, final=text, value=value)
         return dataclasses.replace(turn, value=value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _floats(ann: Any) -> Converter | None:
+    """For an answer typed `float` (also as `float | None`, `Annotated[float, ...]`, or the
+    items of a `list` or `dict`, at any depth): the JSON value with each int where a float
+    is asked for made a float, so that `3` reads `3.0` in `output` and in the text; `None`
+    where the type asks for no float that way. (A tool's input keeps the number as written:
+    Python takes an int for a float.)"""
+    while get_origin(ann) is Annotated:
+        ann = get_args(ann)[0]
+    if ann is float:
+        return lambda v: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    origin, args = get_origin(ann), get_args(ann)
+    if origin in (Union, types.UnionType):
+        kept = [a for a in args if a is not type(None)]
+        one = _floats(kept[0]) if len(kept) == 1 else None
+        return None if one is None else (lambda v: None if v is None else one(v))
+    if origin is list and len(args) == 1 and (item := _floats(args[0])) is not None:
+        return lambda v: [item(x) for x in v] if isinstance(v, list) else v
+    if origin is dict and len(args) == 2 and (entry := _floats(args[1])) is not None:
+        return lambda v: {k: entry(x) for k, x in v.items()} if isinstance(v, dict) else v
+    return None

@@ -4,7 +4,8 @@ An `AbortController` owns one `AbortSignal`. Code that should stop when asked
 reads `signal.aborted`, registers a callback, or awaits the signal. Any thread
 may call `abort()`; callbacks run on the aborting thread, once. A callback that
 raises is logged (logger `aerix`) and the others still run: `abort()` itself
-never raises for one.
+never raises for one (a `KeyboardInterrupt` or `SystemExit` from one is raised
+again once the others have run).
 """
 
 from __future__ import annotations
@@ -96,8 +97,14 @@ class AbortSignal:
             self._aborted = True
             self._reason = reason
             callbacks, self._callbacks = self._callbacks, []
+        stop: BaseException | None = None
         for fn in callbacks:
-            _call(fn)
+            try:
+                _call(fn)
+            except BaseException as exc:  # a Ctrl-C or an exit: the other callbacks run first
+                stop = stop or exc
+        if stop is not None:
+            raise stop
         return True
 
     def __repr__(self) -> str:
@@ -109,7 +116,7 @@ def _call(fn: Callable[[], object]) -> None:
     run's own among them) still run and the caller of `abort()` gets nothing thrown."""
     try:
         fn()
-    except Exception:
+    except (Exception, asyncio.CancelledError):
         log.exception("an abort callback (%r) raised; the abort goes on", fn)
 
 

@@ -163,33 +163,18 @@ def _explicit_run(name: object, run: Callable[..., Any]) -> tuple[Callable[..., 
 
     A second positional parameter takes the context unless it has a default and is neither
     named `cx` nor annotated `ToolContext`: `lambda input, n=n: ...` (a loop's value, bound
-    the usual way) keeps its `n`.
+    the usual way) keeps its `n`. Where no positional parameter takes it, a keyword-only one
+    named `cx` (or annotated `ToolContext`) does. The parameters are read through a
+    decorator (`functools.wraps`), as ever; whether the call binds is checked on the
+    callable itself, which a decorator may give other parameters.
     """
-    _generator(name, run)
+    _generator(name, _source(run))
     is_async = inspect.iscoroutinefunction(run)
     try:
-        signature = inspect.signature(run)
+        params = list(inspect.signature(run).parameters.values())
+        own = inspect.signature(run, follow_wrapped=False)
     except (TypeError, ValueError):
         return run, is_async
-    params = list(signature.parameters.values())
-    keyword_cx = next(
-        (
-            p
-            for p in params
-            if p.kind == p.KEYWORD_ONLY and (p.name == "cx" or p.annotation in (ToolContext, "ToolContext"))
-        ),
-        None,
-    )
-    if keyword_cx is not None:
-        key = keyword_cx.name
-        _callable_as(name, run, signature, "run(input, *, cx)", lambda s: s.bind(None, **{key: None}))
-        if is_async:
-
-            async def keyword_async(input: dict[str, Any], cx: ToolContext) -> Any:
-                return await run(input, **{key: cx})
-
-            return keyword_async, True
-        return (lambda input, cx: run(input, **{key: cx})), False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     takes_cx = varargs or (
@@ -200,8 +185,21 @@ def _explicit_run(name: object, run: Callable[..., Any]) -> tuple[Callable[..., 
             or positional[1].annotation in (ToolContext, "ToolContext")
         )
     )
+    keyword_cx = None
+    if not takes_cx:
+        keyword_cx = next((p for p in params if p.kind == p.KEYWORD_ONLY and _names_cx(p)), None)
+    if keyword_cx is not None:
+        key = keyword_cx.name
+        _callable_as(name, own, "run(input, *, cx)", lambda s: s.bind(None, **{key: None}))
+        if is_async:
+
+            async def keyword_async(input: dict[str, Any], cx: ToolContext) -> Any:
+                return await run(input, **{key: cx})
+
+            return keyword_async, True
+        return (lambda input, cx: run(input, **{key: cx})), False
     if positional and not takes_cx:
-        _callable_as(name, run, signature, "run(input)", lambda s: s.bind(None))
+        _callable_as(name, own, "run(input)", lambda s: s.bind(None))
         if is_async:
 
             async def one_arg_async(input: dict[str, Any], cx: ToolContext) -> Any:
@@ -209,16 +207,17 @@ def _explicit_run(name: object, run: Callable[..., Any]) -> tuple[Callable[..., 
 
             return one_arg_async, True
         return (lambda input, cx: run(input)), False
-    _callable_as(name, run, signature, "run(input, cx)", lambda s: s.bind(None, None))
+    _callable_as(name, own, "run(input, cx)", lambda s: s.bind(None, None))
     return run, is_async
 
 
+def _names_cx(p: inspect.Parameter) -> bool:
+    """Whether a parameter asks for the context: named `cx`, or annotated `ToolContext`."""
+    return p.name == "cx" or p.annotation in (ToolContext, "ToolContext")
+
+
 def _callable_as(
-    name: object,
-    run: Callable[..., Any],
-    signature: inspect.Signature,
-    form: str,
-    bind: Callable[[inspect.Signature], object],
+    name: object, signature: inspect.Signature, form: str, bind: Callable[[inspect.Signature], object]
 ) -> None:
     """Refuse a `run` that cannot be called as `form`, the way aerix will call it."""
     try:

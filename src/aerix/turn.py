@@ -357,10 +357,14 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
     kinds = _types(schema) if "type" in schema else []
     free = "enum" not in schema and "const" not in schema
     if free and ("integer" in kinds or ("number" in kinds and bounded)):
-        out["minimum"] = max(out.get("minimum", -MAX_INTEGER), -MAX_INTEGER)
-        out["maximum"] = min(out.get("maximum", MAX_INTEGER), MAX_INTEGER)
-        if "number" in kinds and "integer" not in kinds:
-            out.setdefault("multipleOf", 10.0**-FRACTION_DIGITS)
+        low, high = _range(schema)
+        if low <= MAX_INTEGER and high >= -MAX_INTEGER:  # else the schema's own range lies past
+            out["minimum"] = max(out.get("minimum", -MAX_INTEGER), -MAX_INTEGER)  # the bound: kept
+            out["maximum"] = min(out.get("maximum", MAX_INTEGER), MAX_INTEGER)
+        step = 10.0**-FRACTION_DIGITS
+        holds = math.isinf(low) or math.isinf(high) or math.ceil(low / step) * step <= high
+        if "number" in kinds and "integer" not in kinds and holds:
+            out.setdefault("multipleOf", step)  # where the range holds such a number
     if bounded and free and "string" in kinds and "pattern" not in schema and "format" not in schema:
         _cap(out, "minLength", "maxLength", RETRY_STRING_CHARS)
     if bounded and "array" in kinds:
@@ -389,6 +393,19 @@ def decoded_schema(schema: Mapping[str, Any], *, bounded: bool = False) -> dict[
         if isinstance(schema.get(key), list):
             out[key] = [_decoded(o, bounded) for o in schema[key]]
     return out
+
+
+def _range(schema: Mapping[str, Any]) -> tuple[float, float]:
+    """The lowest and highest number a schema's bounds allow (exclusive ones as inclusive;
+    unbounded: ±inf)."""
+    low, high = -math.inf, math.inf
+    for key, value in schema.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if key in ("minimum", "exclusiveMinimum"):
+                low = max(low, value)
+            elif key in ("maximum", "exclusiveMaximum"):
+                high = min(high, value)
+    return low, high
 
 
 def _decoded(schema: Any, bounded: bool) -> Any:
