@@ -13,12 +13,12 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from aerix import Limits, tool
+from aerix import AerixError, Limits, tool
 from aerix.demo_tools import DEMO_TOOLS
 from aerix.model import Delta, Usage
 from aerix.playground import _serve as serve_module
 from aerix.playground import create_app, serve
-from aerix.playground._session import Session
+from aerix.playground._session import Session, SessionStore
 from aerix.testing import ScriptedModel, Stall
 
 CALL = '{"calls":[{"tool":"add","input":{"a":2,"b":3}}]}'
@@ -361,6 +361,46 @@ async def test_a_failing_model_factory_gets_500(client_for) -> None:
     assert r.status_code == 500 and "FileNotFoundError: no model here" in r.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("made", "words"),
+    [
+        (
+            AerixError("busy", "the engine pool is exhausted"),
+            "AerixError: [busy] the engine pool is exhausted",
+        ),
+        (AerixError("options", "n_ctx must be at least 1"), "AerixError: [options] n_ctx must be at least 1"),
+        (None, "the model factory returned NoneType, not a Model (no chat method)"),
+    ],
+)
+async def test_a_factory_that_raises_an_aerix_error_or_gives_no_model_gets_500(
+    made: Any, words: str, client_for: Any
+) -> None:
+    def factory() -> Any:
+        if isinstance(made, Exception):
+            raise made
+        return made
+
+    app = create_app(factory, tools=[add])
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "hi"})
+    assert r.status_code == 500 and r.json()["error"] == f"could not make the model: {words}"
+    assert (await client.get("/api/session")).json()["busy"] is False
+
+
+def test_a_new_session_is_kept_when_every_other_one_is_busy() -> None:
+    store = SessionStore(limit=2)
+    busy = [store.create(), store.create()]
+    for s in busy:
+        s.starting = True  # busy
+    new = store.create()
+    assert store.get(new.id) is new and len(store) == 3  # over the limit until one is idle
+    busy[0].starting = False
+    newest = store.create()
+    # the idle ones go, least recently used first, down to the limit; the newest and the busy stay
+    assert store.get(busy[0].id) is None and store.get(new.id) is None
+    assert store.get(busy[1].id) is busy[1] and store.get(newest.id) is newest and len(store) == 2
+
+
 async def test_an_async_model_factory_is_awaited(client_for) -> None:
     async def factory() -> ScriptedModel:
         return ScriptedModel([FINAL])
@@ -380,6 +420,11 @@ async def test_cross_site_and_non_json_posts_are_refused(scripted, client_for) -
     assert r.status_code == 415
     r = await client.post("/api/run", json={"prompt": "hi"}, headers={"origin": "http://testserver"})
     assert r.status_code == 200 and models
+    body = json.dumps({"prompt": "hi"}).encode()
+    r = await client.post(
+        "/api/run", content=body, headers={"content-type": "Application/JSON; charset=UTF-8"}
+    )
+    assert r.status_code == 200  # a media type is case-insensitive
 
 
 async def test_allowed_hosts_refuse_other_host_names(client_for) -> None:

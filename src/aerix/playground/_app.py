@@ -43,7 +43,16 @@ from ..errors import AerixError
 from ..options import Hooks, Limits
 from ..tools import Tool
 from ._progress import IDLE, has_progress, read_progress
-from ._session import ModelFactory, Run, Session, SessionStore, Settings, parse_settings, tool_summaries
+from ._session import (
+    ModelFactory,
+    ModelFailed,
+    Run,
+    Session,
+    SessionStore,
+    Settings,
+    parse_settings,
+    tool_summaries,
+)
 
 __all__ = ["COOKIE", "DEFAULT_INSTRUCTIONS", "create_app"]
 
@@ -155,6 +164,8 @@ def create_app(
         try:
             settings = parse_settings(body.get("settings"), defaults, by_name)
             run, dropped = await session.start(prompt, settings, by_name, model_factory, agent_hooks)
+        except ModelFailed as exc:
+            return _error(500, f"could not make the model: {exc}", session, new)
         except AerixError as exc:
             if exc.kind == "busy":
                 return _busy(session, new)
@@ -366,7 +377,10 @@ def _refuse_cross_site(request: Request, *, json_body: bool = False) -> Response
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
         return _Json({"error": f"cross-site request from {origin} refused"}, status_code=403)
-    if json_body and request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+    if (
+        json_body
+        and request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json"
+    ):
         return _Json({"error": "send the run as application/json"}, status_code=415)
     return None
 

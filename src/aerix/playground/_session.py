@@ -248,9 +248,14 @@ class Session:
 async def _build(
     settings: Settings, tools: Mapping[str, Tool], factory: ModelFactory, hooks: Hooks | None
 ) -> Agent:
-    model = await asyncio.to_thread(factory)
-    if inspect.isawaitable(model):
-        model = await model
+    try:
+        model = await asyncio.to_thread(factory)
+        if inspect.isawaitable(model):
+            model = await model
+    except Exception as exc:  # whatever it raises, an `AerixError` too, is the server's, not the request's
+        raise ModelFailed(f"{type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(model, "chat", None)):
+        raise ModelFailed(f"the model factory returned {type(model).__name__}, not a Model (no chat method)")
     return Agent(
         model=model,
         instructions=settings.instructions,
@@ -259,6 +264,10 @@ async def _build(
         generation={} if settings.temperature is None else {"temperature": settings.temperature},
         hooks=hooks,
     )
+
+
+class ModelFailed(Exception):
+    """The playground's model factory failed, or gave no model: the server's fault (500)."""
 
 
 class SessionStore:
@@ -280,11 +289,13 @@ class SessionStore:
         """A new session with a fresh random id."""
         session = Session(secrets.token_urlsafe(24))
         self._sessions[session.id] = session
-        self._evict()
+        self._evict(session)
         return session
 
-    def _evict(self) -> None:
-        idle = [s for s in self._sessions.values() if not s.busy]
+    def _evict(self, new: Session) -> None:
+        # never the session just made: its client is about to use it (with every other one
+        # busy, the store holds one more than its limit until one of them is idle)
+        idle = [s for s in self._sessions.values() if not s.busy and s is not new]
         while len(self._sessions) > self._limit and idle:
             del self._sessions[idle.pop(0).id]
 
