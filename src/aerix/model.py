@@ -171,7 +171,12 @@ def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -
     signal = o.get("signal")
     if signal is not None and not isinstance(signal, AbortSignal):
         raise AerixError("options", f"signal must be an AbortSignal, got {signal!r}")
-    for m in messages:
+    for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("content"), str):
             raise AerixError("options", f"each message needs a role and a string content, got {m!r}")
+        if not isinstance(m.get("role"), str) or not m["role"]:
+            raise AerixError(
+                "options",
+                f"messages[{i}] needs a role (system, user or assistant) as a string, got {m.get('role')!r}",
+            )
     return cast(GenerateOptions, o)

@@ -155,6 +155,30 @@ async def test_stop_strings_cut_the_text(engine: LlamaCpp) -> None:
     assert deltas[-1].finish == "stop"
 
 
+async def test_stop_strings_do_not_cut_a_constrained_value(engine: LlamaCpp) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 6}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    opts: dict[str, Any] = {"max_tokens": 32, "temperature": 0, "constraint": {"json": schema}}
+    whole = await collect(engine, [user("stop test")], **opts)
+    for stop in ('"', ":", "a"):
+        deltas = await collect(engine, [user("stop test")], stop=[stop], **opts)
+        assert text_of(deltas) == text_of(whole) and deltas[-1].finish == "stop"
+        assert set(json.loads(text_of(deltas))) == {"a"}
+
+
+@pytest.mark.parametrize(
+    "message", [{"content": "hi"}, {"role": None, "content": "hi"}, {"role": 5, "content": "hi"}]
+)
+async def test_a_message_without_a_string_role_is_an_options_error(engine: LlamaCpp, message: Any) -> None:
+    with pytest.raises(AerixError, match=r"messages\[1\] needs a role \(system, user or assistant\)") as info:
+        await collect(engine, [user("x"), message])
+    assert info.value.kind == "options"
+
+
 async def test_seed_makes_sampling_reproducible(engine: LlamaCpp) -> None:
     opts = {"max_tokens": 12, "temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
     runs = [text_of(await collect(engine, [user("x")], seed=s, **opts)) for s in (1, 1, 2, 3)]
@@ -682,7 +706,7 @@ async def test_reused_cache_gives_the_same_tokens_as_a_fresh_prefill(
 
 async def test_stop_string_output_is_reused_up_to_the_kept_text(engine: LlamaCpp) -> None:
     messages: list[ChatMessage] = [SYSTEM, user("stop test")]
-    opts = {"temperature": 0, "constraint": {"json": TURN_SCHEMA}}
+    opts = {"temperature": 0, "max_tokens": 24}  # unconstrained: under a constraint, stop strings do not apply
     first = await collect(engine, messages, **opts)
     full = text_of(first)
     # A stop string that starts in one delta and ends in the next: the tokens of

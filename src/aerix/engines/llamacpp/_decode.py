@@ -130,7 +130,9 @@ class Decoder:
         prompt prefills it in one batch with the rest of what is new.
         """
         req, cache, vocab = job.request, self._cache, self._vocab
-        text = TextStream(req.stop)
+        # Under a constraint the value's end is the end: a stop string inside it would cut it
+        # short of the schema, with nothing to tell that apart from a complete value.
+        text = TextStream(req.stop if constrained is None else ())
         limit = req.max_tokens
         step: Step | None = None
         if constrained is not None and bias is not None and self.hooks:
