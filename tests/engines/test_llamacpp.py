@@ -706,7 +706,7 @@ async def test_reused_cache_gives_the_same_tokens_as_a_fresh_prefill(
 
 async def test_stop_string_output_is_reused_up_to_the_kept_text(engine: LlamaCpp) -> None:
     messages: list[ChatMessage] = [SYSTEM, user("stop test")]
-    opts = {"temperature": 0, "max_tokens": 24}  # unconstrained: under a constraint, stop strings do not apply
+    opts = {"temperature": 0, "max_tokens": 24}  # unconstrained: stop strings do not cut a constrained value
     first = await collect(engine, messages, **opts)
     full = text_of(first)
     # A stop string that starts in one delta and ends in the next: the tokens of
