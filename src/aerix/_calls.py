@@ -31,6 +31,7 @@ from .abort import AbortSignal
 from .events import Call, CallEvent, ResultEvent
 from .options import Hooks, Limits
 from .tools import Tool, ToolContext, check_input, cut_result, json_copy, readable, run_tool
+from .turn import MAX_INTEGER
 
 __all__ = ["Calls", "Seen"]
 
@@ -179,7 +180,7 @@ def _key(call: Call) -> str:
 def _same_numbers(value: Any) -> Any:
     """`value` with each whole float as an int (`1.0` → `1`), at any depth."""
     if isinstance(value, float):
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+        return int(value) if value.is_integer() and abs(value) <= MAX_INTEGER else value
     if isinstance(value, dict):
         return {k: _same_numbers(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -18,7 +18,7 @@ from .abort import AbortSignal
 from .errors import describe
 from .events import Call
 from .options import HookError, Hooks, check_after_call, check_before_call, check_on_final
-from .tools import json_copy
+from .tools import cancelling, json_copy
 
 __all__ = ["after_call", "before_call", "on_final"]
 
@@ -70,8 +70,7 @@ async def _call(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         if inspect.isawaitable(out):
             out = await out
     except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if task is None or task.cancelling():  # the run's task is being cancelled (an abort, its consumer)
+        if cancelling():  # the run's task is being cancelled (an abort, its consumer)
             raise
         raise HookError(f"hook {name} raised {describe(exc)}") from exc  # the hook's own
     except Exception as exc:

@@ -178,12 +178,7 @@ def _explicit_run(name: object, run: Callable[..., Any]) -> tuple[Callable[..., 
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     takes_cx = varargs or (
-        len(positional) > 1
-        and (
-            positional[1].default is inspect.Parameter.empty
-            or positional[1].name == "cx"
-            or positional[1].annotation in (ToolContext, "ToolContext")
-        )
+        len(positional) > 1 and (positional[1].default is inspect.Parameter.empty or _names_cx(positional[1]))
     )
     keyword_cx = None
     if not takes_cx:
@@ -489,6 +484,13 @@ def json_copy(value: Any) -> Any:
     return value
 
 
+def cancelling() -> bool:
+    """Whether the current task is being cancelled (an abort, its consumer): a `CancelledError`
+    is then that cancellation, not one that a tool's or a hook's own code raised."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str, bool]:
     """Check the input, run the tool and turn its outcome into result text.
 
@@ -516,8 +518,7 @@ async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str
             if type(value) not in _PLAIN and inspect.isawaitable(value):  # a plain function that
                 value = await value  # returned a coroutine
     except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if task is None or task.cancelling():
+        if cancelling():
             raise
         return f"error: {message_of(exc)}", True  # the tool's own, not the run's
     except Exception as exc:

@@ -119,11 +119,6 @@ _BOUNDS = (
 )
 
 
-_SAFE_INTEGER = 2**53 - 1
-"""JavaScript's largest exact integer: a bound at it (zod's `.int()`) says no more than "an
-integer", and is left unsaid."""
-
-
 def _notes(schema: Mapping[str, Any]) -> list[str]:
     """What a schema says of its value beyond its type: enum, const, bounds, pattern, format, default."""
     notes = []
@@ -132,7 +127,8 @@ def _notes(schema: Mapping[str, Any]) -> list[str]:
     if "const" in schema:
         notes.append(f"always {json.dumps(schema['const'])}")
     for key, text in _BOUNDS:
-        if key in schema and not isinstance(schema[key], bool) and abs(schema[key]) < _SAFE_INTEGER:
+        # a bound at ±MAX_INTEGER (zod's `.int()`) says no more than "an integer": left unsaid
+        if key in schema and not isinstance(schema[key], bool) and abs(schema[key]) < MAX_INTEGER:
             note = text.format(json.dumps(schema[key]))
             notes.append(note[:-1] if schema[key] == 1 and note.endswith("s") else note)  # 1 item
     if "pattern" in schema:

@@ -170,8 +170,6 @@ def create_app(
             if exc.kind == "busy":
                 return _busy(session, new)
             return _error(400, exc.message, session, new)
-        except Exception as exc:  # the model factory failed
-            return _error(500, f"could not make the model: {type(exc).__name__}: {exc}", session, new)
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         stream = _stream(run, {"type": "session", "conversation": "new" if dropped else "same"})
         response = StreamingResponse(stream, media_type="text/event-stream", headers=headers)
