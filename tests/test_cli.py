@@ -145,6 +145,7 @@ def test_run_reads_the_prompt_from_stdin_with_a_dash(
         (["--tools", "none", "--tool-choice", "required"], "aerix: error: --tool-choice: "),
         (["--tools", "calculator,web"], "aerix: error: --tools: unknown tool 'web'; the demo tools are"),
         (["--api-key", "k"], "aerix: error: --api-key only applies with --server URL"),
+        (["--read-timeout", "5"], "aerix: error: --read-timeout only applies with --server URL"),
     ],
 )
 def test_bad_option_values_exit_2_naming_the_option(
@@ -685,6 +686,14 @@ def test_a_wrong_server_path_hint_names_server_and_model(
             "answered HTTP 401: 'bad key'; check --api-key (or $AERIX_API_KEY)",
         ),
         ("overloaded: raise retries or add replicas", "overloaded: try again later or add replicas"),
+        (
+            "sent no response within read_timeout=120 s; raise read_timeout if the server is busy",
+            "sent no response within 120 s (--read-timeout); raise --read-timeout SECONDS if the server is busy",
+        ),
+        (
+            "the stream stalled: no data for read_timeout=0.5 s after 3 chunks",
+            "the stream stalled: no data for 0.5 s (--read-timeout) after 3 chunks",
+        ),
         ("no final after 3 generations (limits.turns)", "no final after 3 generations (limits.turns)"),
     ],
 )
@@ -703,6 +712,31 @@ def test_an_unreachable_server_ends_the_run_with_an_error(capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "✗ end (error): " in out
     assert "is the server running at this --server URL?" in out
+
+
+def test_read_timeout_bounds_the_wait_for_a_silent_server(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:  # listens, so connecting works, and never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        argv = ["run", "hi", "--server", url, "--model", "m", "--read-timeout", "0.2", "--json"]
+        assert cli.main(argv) == 1
+    out, err = capsys.readouterr()
+    message = _events(out)[-1]["message"]
+    assert "read_timeout=0.2 s" in message  # the event as the library wrote it
+    assert "within 0.2 s (--read-timeout); raise --read-timeout SECONDS" in err
+    assert "read_timeout" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan", ""])
+def test_bad_read_timeouts_are_refused_by_argparse(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "hi", "--server", "http://127.0.0.1:1/v1", "--model", "m", "--read-timeout", value]
+    assert cli.main(argv) == 2
+    assert f"argument --read-timeout: must be a number of seconds above 0, got {value!r}" in (
+        capsys.readouterr().err
+    )
 
 
 # -- --threads -------------------------------------------------------------------------

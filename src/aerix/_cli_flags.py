@@ -53,6 +53,7 @@ FLAGS = {
     "tool_choice": "--tool-choice",
     "base_url": "--server",
     "dialect": "--dialect",
+    "read_timeout": "--read-timeout",
 }
 """Which option a library message is about, by the name it uses."""
 
@@ -61,6 +62,8 @@ _HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bmodel=('[^']*'|\"[^\"]*\")"), r"--model \1"),
     (re.compile(r"\bbase_url\b"), "--server URL"),
     (re.compile(r"\bapi_key\b"), f"--api-key (or ${API_KEY_ENV})"),
+    (re.compile(r"\bread_timeout=(\S+) s\b"), r"\1 s (--read-timeout)"),
+    (re.compile(r"\braise read_timeout\b"), "raise --read-timeout SECONDS"),
     # The engine's own retries, not --retries (the agent's): the command keeps their default.
     (re.compile(r"\braise retries or add replicas\b"), "try again later or add replicas"),
 )
@@ -159,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("json_schema", "json_object", "none"),
         help="how the server gets the turn schema (default: json_schema, or json_object once the "
         "server refuses json_schema)",
+    )
+    m.add_argument(
+        "--read-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --server, how long to wait for the server's answer, and then for each part of it "
+        "(default: the engine's, 120)",
     )
     m.add_argument(
         "--threads",
@@ -297,6 +307,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--instructions", metavar="TEXT", default=DEFAULT_INSTRUCTIONS, help="the default instructions"
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    """`--read-timeout`: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _threads(text: str) -> int:

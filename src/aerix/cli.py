@@ -253,7 +253,11 @@ def _check_model_flags(args: argparse.Namespace) -> None:
         if args.threads is not None:
             raise Failure("--threads only applies to the local engine: the server sets its own threads", 2)
         return
-    for flag, value in (("--api-key", args.api_key), ("--dialect", args.dialect)):
+    for flag, value in (
+        ("--api-key", args.api_key),
+        ("--dialect", args.dialect),
+        ("--read-timeout", args.read_timeout),
+    ):
         if value is not None:
             raise Failure(f"{flag} only applies with --server URL", 2)
 
@@ -262,8 +266,9 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
     if args.server:
         api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
         try:
+            timeout = {} if args.read_timeout is None else {"read_timeout": args.read_timeout}
             return aerix.engines.OpenAICompatible(
-                base_url=args.server, model=args.model, api_key=api_key, dialect=args.dialect
+                base_url=args.server, model=args.model, api_key=api_key, dialect=args.dialect, **timeout
             )
         except AerixError as exc:
             if "api_key" in exc.message:  # the key's flag, or the variable it came from
