@@ -146,20 +146,30 @@ def rss_kib() -> int:
     return 0
 
 
-def traced_heap() -> int:
-    """Bytes traced by tracemalloc, less what this script itself allocated (its figures)."""
+def traced_files() -> dict[str, int]:
+    """Bytes traced by tracemalloc by the file that allocated them, less what this script
+    itself allocated (its figures)."""
     snapshot = tracemalloc.take_snapshot().filter_traces(
         [tracemalloc.Filter(False, __file__), tracemalloc.Filter(False, tracemalloc.__file__)]
     )
-    return sum(stat.size for stat in snapshot.statistics("filename"))
+    return {str(stat.traceback[0].filename): stat.size for stat in snapshot.statistics("filename")}
+
+
+def traced_growth(before: dict[str, Any], after: dict[str, Any], top: int = 8) -> list[str]:
+    """The files whose traced heap grew most from one checkpoint to another: where a leak is."""
+    grown = {f: after["files"].get(f, 0) - before["files"].get(f, 0) for f in after["files"]}
+    ranked = sorted(grown.items(), key=lambda item: -item[1])[:top]
+    return [f"{name}: {size / 1024:+.1f} KiB" for name, size in ranked if size > 0]
 
 
 def checkpoint(label: str, done: int, started: float) -> dict[str, Any]:
     gc.collect()
+    files = traced_files()
     return {
         "label": label,
         "runs": done,
-        "traced_kib": round(traced_heap() / 1024, 1),
+        "traced_kib": round(sum(files.values()) / 1024, 1),
+        "files": files,
         "rss_kib": rss_kib(),
         "tasks": len(asyncio.all_tasks()),
         "threads": threading.active_count(),

@@ -1438,7 +1438,8 @@ async def test_small_soak_leaks_nothing() -> None:
     assert all(c["agents"] == 0 for c in figures["concurrent"][1:])
     # memory is flat once warm (a generous bound: a leak of one object per run would pass it);
     # the heap still settles over the first 200 runs (interpreter caches), by a few KiB
-    traced = [c["traced_kib"] for c in figures["checkpoints"]]
-    assert traced[-1] - traced[2] < 16, traced
-    rounds = [c["traced_kib"] for c in figures["concurrent"][1:]]
-    assert rounds[-1] - rounds[0] < 256, rounds
+    checkpoints, concurrent = figures["checkpoints"], figures["concurrent"]
+    traced = [c["traced_kib"] for c in checkpoints]
+    assert traced[-1] - traced[2] < 16, (traced, soak.traced_growth(checkpoints[2], checkpoints[-1]))
+    rounds = [c["traced_kib"] for c in concurrent[1:]]
+    assert rounds[-1] - rounds[0] < 256, (rounds, soak.traced_growth(concurrent[1], concurrent[-1]))
