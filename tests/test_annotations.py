@@ -142,6 +142,59 @@ def test_a_pydantic_model_is_its_json_schema_checked_and_inlined() -> None:
     assert validate(s, {"name": "Al", "home": {"street": 3}}) == "input.home.street: expected string, got 3"
 
 
+@pydantic.dataclasses.dataclass
+class Booking:
+    nights: int = pydantic.Field(ge=1, description="How many nights")
+    note: str = pydantic.Field(default="", max_length=5)
+    guests: list[Item] = pydantic.Field(default_factory=list)
+
+
+def test_a_pydantic_dataclass_is_pydantics_schema_and_conversion() -> None:
+    s = schema(Booking)
+    assert s["required"] == ["nights"]  # a Field without a default is required, as pydantic says
+    assert s["properties"]["nights"] == {
+        "description": "How many nights",
+        "minimum": 1,
+        "title": "Nights",
+        "type": "integer",
+    }
+    assert s["properties"]["note"]["maxLength"] == 5
+    assert validate(s, {}) == "input: missing required field 'nights'"
+    assert validate(s, {"nights": 0}) == "input.nights: expected at least 1, got 0"
+    booking = convert(Booking, {"nights": 2, "guests": [{"sku": "a", "color": "red"}]})
+    assert isinstance(booking, Booking) and booking.nights == 2 and booking.note == ""
+    assert booking.guests == [Item(sku="a", color=Color.RED)]
+
+
+def test_a_dataclass_whose_init_needs_more_than_its_fields_is_refused() -> None:
+    @dataclasses.dataclass
+    class Order:
+        sku: str
+        discount: dataclasses.InitVar[int]
+
+        def __post_init__(self, discount: int) -> None:
+            self.price = 100 - discount
+
+    with pytest.raises(AerixError) as info:
+        schema(Order)
+    assert info.value.message.startswith("tool 't': parameter 'x': ")
+    assert info.value.message.endswith(
+        "Order.__init__ needs 'discount', which is no field of the dataclass "
+        "(an InitVar?), so no input can give it; give it a default, or make it a field"
+    )
+
+    @dataclasses.dataclass
+    class Discounted:
+        sku: str
+        discount: dataclasses.InitVar[int] = 0
+
+        def __post_init__(self, discount: int) -> None:
+            self.price = 100 - discount
+
+    assert schema(Discounted)["properties"] == {"sku": {"type": "string"}}  # with a default it may stay out
+    assert convert(Discounted, {"sku": "a"}).price == 100
+
+
 def test_converters_build_the_annotated_values() -> None:
     assert convert(float, 3) == 3 and isinstance(convert(float, 3), int)  # kept as the model wrote it
     assert convert(float, 2.5) == 2.5

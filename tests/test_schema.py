@@ -284,6 +284,28 @@ def test_boolean_subschemas() -> None:
             "ab1",
             'input: expected a string matching the pattern "^[a-z]+$", got "ab1"',
         ),
+        # patterns match as ECMAScript's (JSON Schema's regexes): $ only at the very end,
+        # \d and \w ASCII only, \s Unicode's spaces
+        (
+            {"pattern": "^[0-9]{3}$"},
+            "123\n",
+            'input: expected a string matching the pattern "^[0-9]{3}$", got "123\\n"',
+        ),
+        ({"pattern": "^[0-9]{3}$"}, "123", None),
+        (
+            {"pattern": r"^\d+$"},
+            "\u0661\u0662",
+            r'input: expected a string matching the pattern "^\\d+$", got "١٢"',
+        ),
+        ({"pattern": r"^\w+$"}, "é", r'input: expected a string matching the pattern "^\\w+$", got "é"'),
+        ({"pattern": r"^a\sb$"}, "a\u00a0b", None),
+        (
+            {"pattern": r"^a\Sb$"},
+            "a\u3000b",
+            'input: expected a string matching the pattern "^a\\\\Sb$", got "a\u3000b"',
+        ),
+        ({"pattern": r"^[\s$]+$"}, "$\u2028", None),  # inside a class: $ itself, and \s's spaces
+        ({"pattern": r"^cost\$$"}, "cost$", None),
         ({"minItems": 1}, [], "input: expected at least 1 item, got 0"),
         ({"maxItems": 2}, [1, 2, 3], "input: expected at most 2 items, got 3"),
         ({"items": {"type": "integer"}}, [1, "2"], 'input[1]: expected integer, got "2"'),

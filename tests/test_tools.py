@@ -155,6 +155,22 @@ def test_explicit_form_refuses_bad_definitions(kwargs: dict[str, object], messag
     assert message in info.value.message
 
 
+@pytest.mark.parametrize("enum", [{"c", "f"}, frozenset({"c", "f"}), {"c": 1, "f": 2}.keys()])
+def test_an_enum_without_an_order_is_refused(enum: object) -> None:
+    for make in (
+        lambda: Field("string", enum=enum),  # type: ignore[arg-type]
+        lambda: tool(
+            name="t", description="T.", input={"x": {"type": "string", "enum": enum}}, run=lambda i: ""
+        ),
+    ):
+        with pytest.raises(AerixError) as info:
+            make()
+        assert info.value.kind == "options"
+        assert "whose order changes from one process to the next; give a list, e.g. sorted(...)" in (
+            info.value.message
+        )
+
+
 def test_explicit_form_accepts_run_with_input_only() -> None:
     t = tool(
         name="echo",

@@ -543,6 +543,19 @@ def test_nested_fields_render_with_their_kinds_notes_and_sub_fields() -> None:
             '- f (string; required; format date; default "2025-01-01")',
         ),
         ({"anyOf": [{"type": "integer"}, {"type": "string"}]}, "- f (integer or string; required)"),
+        # choices under a type are of that type too, and each has its own notes
+        (
+            {"type": "string", "anyOf": [{"minLength": 8}, {"pattern": "^X"}]},
+            "- f (string; required; at least 8 characters, or matching ^X)",
+        ),
+        (
+            {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]},
+            "- f (string or null; required; at most 5 characters)",
+        ),
+        (
+            {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 9}, {"type": "string", "minLength": 2}]},
+            "- f (integer or string; required; at least 1 and at most 9, or at least 2 characters)",
+        ),
         ({}, "- f (any JSON value; required)"),
     ],
 )
@@ -568,6 +581,27 @@ def test_shapes_of_an_any_of_render_each_with_its_fields() -> None:
         "    - shape 2 (object)",
         "      - lat (number; optional)",
         "      - lon (number; optional)",
+    ]
+
+
+def test_shapes_that_name_no_type_take_their_parents() -> None:
+    shapes = [
+        {
+            "properties": {"kind": {"const": "card"}, "number": {"type": "string"}},
+            "required": ["kind", "number"],
+        },
+        {"properties": {"kind": {"const": "iban"}, "iban": {"type": "string"}}, "required": ["kind", "iban"]},
+    ]
+    method = {"type": "object", "oneOf": shapes}
+    t = tool(name="t", schema={"type": "object", "properties": {"method": method}}, run=lambda i: "")
+    assert render_tool(t).splitlines()[2:] == [
+        "  - method (one of 2 shapes; optional)",  # not "object, or one of 2 shapes"
+        "    - shape 1 (object)",  # not "any JSON value"
+        '      - kind (string; required; always "card")',
+        "      - number (string; required)",
+        "    - shape 2 (object)",
+        '      - kind (string; required; always "iban")',
+        "      - iban (string; required)",
     ]
 
 

@@ -349,6 +349,9 @@ class _Mapper:
         pydantic = sys.modules.get("pydantic")
         if pydantic is not None and issubclass(ann, pydantic.BaseModel):
             return self._model(ann, where)
+        pydantic_dataclasses = sys.modules.get("pydantic.dataclasses")  # only there if one was made
+        if pydantic_dataclasses is not None and pydantic_dataclasses.is_pydantic_dataclass(ann):
+            return self._pydantic_dataclass(ann, where)
         if ann in self._open:
             chain = " -> ".join(c.__qualname__ for c in [*self._open[self._open.index(ann) :], ann])
             raise AerixError("options", f"{where}: {chain} is recursive; recursion is not supported")
@@ -366,6 +369,19 @@ class _Mapper:
         schema = check_schema(_undiscriminated(raw), where=f"{where}: {cls.__qualname__}")
         return schema, cls.model_validate  # type: ignore[attr-defined]
 
+    def _pydantic_dataclass(self, cls: type, where: str) -> tuple[dict[str, Any], Converter]:
+        """A pydantic dataclass: pydantic's own schema and conversion (its fields' `Field(...)`
+        say descriptions, bounds and defaults that a plain dataclass's do not)."""
+        import pydantic
+
+        try:
+            adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(cls)
+            raw = adapter.json_schema()
+        except Exception as exc:  # pydantic refuses some types (PydanticInvalidForJsonSchema)
+            raise AerixError("options", f"{where}: {cls.__qualname__} has no JSON Schema: {exc}") from None
+        schema = check_schema(_undiscriminated(raw), where=f"{where}: {cls.__qualname__}")
+        return schema, adapter.validate_python
+
     def _record(self, cls: type, where: str, *, dataclass: bool) -> tuple[dict[str, Any], Converter]:
         """A dataclass or a TypedDict: an object with a property per field."""
         try:
@@ -378,6 +394,7 @@ class _Mapper:
         if dataclass:
             fields = [f for f in dataclasses.fields(cls) if f.init]
             names = [f.name for f in fields]
+            _check_init_vars(cls, names, where)
             required = {
                 f.name
                 for f in fields
@@ -408,6 +425,27 @@ class _Mapper:
         if dataclass:
             return schema, _build(cls, converters)
         return schema, (_convert_keys(converters) if converters else same)
+
+
+def _check_init_vars(cls: type, fields: list[str], where: str) -> None:
+    """Refuses a dataclass whose `__init__` needs a value that is no field (an `InitVar`
+    without a default): no input could give it, so every call would fail."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: nothing to refuse
+        return
+    for p in params:
+        needed = (
+            p.default is inspect.Parameter.empty
+            and p.kind is not p.VAR_POSITIONAL
+            and p.kind is not p.VAR_KEYWORD
+        )
+        if needed and p.name not in fields:
+            raise AerixError(
+                "options",
+                f"{where}: {cls.__qualname__}.__init__ needs {p.name!r}, which is no field of the "
+                "dataclass (an InitVar?), so no input can give it; give it a default, or make it a field",
+            )
 
 
 def _undiscriminated(schema: Any) -> Any:

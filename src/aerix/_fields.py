@@ -13,6 +13,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -74,6 +75,12 @@ class Field:
             isinstance(enum, str | bytes | Mapping) or not isinstance(enum, typing.Iterable)
         ):
             raise AerixError("options", f"enum must be a list of values, got {enum!r}")
+        if isinstance(enum, AbstractSet):  # no order: the schema and the prompt would change per process
+            raise AerixError(
+                "options",
+                f"enum must be a list of values, got a {enum.__class__.__name__} {enum!r}, whose order "
+                "changes from one process to the next; give a list, e.g. sorted(...)",
+            )
         object.__setattr__(self, "enum", None if enum is None else tuple(enum))
         object.__setattr__(self, "items", items)
         if isinstance(properties, Mapping):

@@ -22,6 +22,7 @@ from ._validate import (
     is_number,
     json_type,
     key_segment,
+    schema_regex,
     short,
     validate,
 )
@@ -152,7 +153,7 @@ def _check_node(node: object, path: str, where: str) -> None:
         if not isinstance(node["pattern"], str):
             raise _bad(f"{at}.pattern must be a string, got {short(node['pattern'])}")
         try:
-            re.compile(node["pattern"])
+            schema_regex(node["pattern"])
         except re.error as exc:
             raise _bad(f"{at}.pattern {node['pattern']!r} is not a valid regular expression: {exc}") from None
     if "enum" in node and not (isinstance(node["enum"], list) and node["enum"]):

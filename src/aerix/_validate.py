@@ -24,6 +24,7 @@ __all__ = [
     "is_number",
     "json_type",
     "key_segment",
+    "schema_regex",
     "short",
     "validate",
 ]
@@ -34,6 +35,45 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def key_segment(name: str) -> str:
     """A property name as a path segment: `.name`, or `["odd name"]`."""
     return f".{name}" if _IDENTIFIER.fullmatch(name) else f"[{json.dumps(name, ensure_ascii=False)}]"
+
+
+_ECMA_SPACE = r"\s\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+r"""ECMAScript's `\s` (JSON Schema's regexes are ECMAScript's): Python's ASCII one and the rest."""
+
+
+def schema_regex(pattern: str) -> re.Pattern[str]:
+    r"""A JSON Schema `pattern` compiled to match as ECMAScript's regexes do, which JSON
+    Schema's are: `$` only at the very end (Python's also before a final line break),
+    `\d` and `\w` ASCII only, `\s` Unicode's spaces; raises `re.error`.
+
+    Example:
+        >>> bool(schema_regex("^[0-9]{3}$").search("123\n")), bool(schema_regex(r"^\d+$").search("١٢"))
+        (False, False)
+    """
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            n = pattern[i + 1]
+            if n == "s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+            elif n == "S" and not in_class:
+                out.append(f"[^{_ECMA_SPACE}]")
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "$":
+            c = r"\Z"
+        out.append(c)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
 
 
 class _Fail:
@@ -297,7 +337,7 @@ def _string_checks(schema: Mapping[str, Any]) -> list[_Check]:
 
         out.append(length)
     if "pattern" in schema:
-        search = re.compile(schema["pattern"]).search
+        search = schema_regex(schema["pattern"]).search
         text = json.dumps(schema["pattern"], ensure_ascii=False)
 
         def pattern(v: Any) -> _Fail | None:

@@ -154,13 +154,20 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
         notes.append("give " + " or ".join(" and ".join(map(str, o["required"])) for o in options))
     elif isinstance(options, list) and options:
         choices = [o for o in options if isinstance(o, Mapping)]
+        if "type" in schema:  # every choice is of the parent's type too: one that names none takes it,
+            choices = [o if _types(o) else {**o, "type": schema["type"]} for o in choices]
+            kinds = []  # and the choices say the kinds
         shapes = [_shape(o, indent + "  ") for o in choices]
         fielded = [i for i, (_, _, sub) in enumerate(shapes) if sub]
         nulls = sum(_types(o) == ["null"] for o in choices)
         if not fielded or (len(fielded) == 1 and nulls == len(choices) - 1):  # `string or null`, and
             # one with fields that may be null (`object or null`, pydantic's `Address | None`)
             kinds += [k for k, _, _ in shapes]
-            notes += [n for _, ns, _ in shapes for n in ns if n not in notes]
+            noted = list(dict.fromkeys(tuple(ns) for _, ns, _ in shapes if ns))
+            if len(noted) > 1:  # each choice's own: `at least 8 characters, or matching ^X`
+                notes.append(", or ".join(" and ".join(ns) for ns in noted))
+            else:
+                notes += [n for ns in noted for n in ns if n not in notes]
             lines += [line[2:] for line in shapes[fielded[0]][2]] if fielded else []  # up to this field
         else:
             kinds.append(f"one of {len(shapes)} shapes")
