@@ -475,7 +475,67 @@ async def test_a_consumer_that_stops_right_after_a_usage_event_ends_that_generat
                 break
     chat = only(exporter.get_finished_spans(), "chat ScriptedModel")
     assert (chat.attributes or {})["gen_ai.usage.output_tokens"] > 0
+    assert (chat.attributes or {})["gen_ai.response.finish_reasons"] == ("stop",)  # as its done delta said
+
+
+async def test_a_consumer_that_stops_after_a_usage_event_of_a_model_that_said_no_finish_leaves_it_out(
+    traced: None, exporter: InMemorySpanExporter
+) -> None:
+    class Silent:
+        """Says no `finish` on its done delta."""
+
+        async def chat(
+            self, messages: list[ChatMessage], opts: GenerateOptions | None = None
+        ) -> AsyncIterator[Delta]:
+            yield Delta(text=FINAL)
+            yield Delta(done=True)
+
+    async with aclosing(Agent(model=Silent()).run("What is 2 + 3?")) as run:
+        async for ev in run:
+            if ev.type == "usage":
+                break
+    chat = only(exporter.get_finished_spans(), "chat Silent")
     assert "gen_ai.response.finish_reasons" not in (chat.attributes or {})  # how it finished: unknown
+
+
+@pytest.mark.parametrize("second", [Fail(), Stall()], ids=["fails", "aborted"])
+async def test_a_generation_after_a_continued_final_that_ends_before_its_first_text_has_its_span(
+    traced: None, exporter: InMemorySpanExporter, second: Fail | Stall
+) -> None:
+    controller = AbortController()
+    model = ScriptedModel(['{"final":"4"}', second])
+
+    def on_final(text: str) -> dict[str, str]:
+        if isinstance(second, Stall):
+            asyncio.get_running_loop().call_later(0.05, controller.abort)
+        return {"continue": "Say it again."}
+
+    events = await play(Agent(model=model, hooks={"on_final": on_final}), signal=controller.signal)
+    assert len(model.calls) == 2 and events[-1].type == "end"
+    spans = exporter.get_finished_spans()
+    chats = by_name(spans, "chat ScriptedModel")
+    assert [(c.attributes or {})["aerix.turn"] for c in chats] == [1, 2]  # one span per generation
+    assert all(parent_id(c) == span_id(only(spans, "invoke_agent")) for c in chats)
+    if isinstance(second, Fail):
+        assert events[-1].reason == "error"
+        assert chats[1].status.status_code == StatusCode.ERROR
+        assert chats[1].status.description == "scripted engine failure"
+    else:
+        assert events[-1].reason == "abort" and chats[1].status.status_code == StatusCode.UNSET
+
+
+async def test_a_run_refused_as_busy_makes_no_span(traced: None, exporter: InMemorySpanExporter) -> None:
+    agent = Agent(model=ScriptedModel([FINAL, FINAL]))
+    first, second = agent.run("one"), agent.run("two")  # both made while the agent is free
+    async with aclosing(first), aclosing(second):
+        assert (await first.__anext__()).type == "text"
+        with pytest.raises(AerixError) as info:
+            await second.__anext__()
+        assert info.value.kind == "busy"
+        assert [ev.type async for ev in first][-1] == "final"
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["chat ScriptedModel", "invoke_agent"]  # the first run's alone
+    assert only(spans, "invoke_agent").status.status_code == StatusCode.UNSET
 
 
 async def test_a_cancelled_consumer_still_ends_every_span(

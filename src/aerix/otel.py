@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import suppress
+from contextlib import aclosing, suppress
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
@@ -119,6 +119,11 @@ async def _traced(
     spans: _RunSpans, events: AsyncGenerator[AgentEvent, None], parent: Context
 ) -> AsyncGenerator[AgentEvent, None]:
     """The run's events, unchanged, with its spans made from them on the way."""
+    if spans.refused():  # the agent is busy: the run is refused at its first event, and is no run
+        async with aclosing(events):
+            async for ev in events:
+                yield ev
+        return
     try:
         spans.start(parent)
         while True:
@@ -202,8 +207,15 @@ class _RunSpans:
         """Whether the loop surely starts a generation when the consumer next asks for an event
         (unless the run's signal is aborted by then: the run then ends)."""
         self._turns = 0
+        """Generations with a span so far."""
+        self._state: Any = None
+        """The agent's state of this run, which counts its generations (an aerix Agent's)."""
         self._retries = 0
         self._done = False
+
+    def refused(self) -> bool:
+        """Whether the run will be refused at its first event: its agent is running another."""
+        return getattr(self._agent, "busy", False) is True
 
     def start(self, parent: Context) -> None:
         """Start the run's span, a child of `parent`'s span if it has one."""
@@ -225,6 +237,8 @@ class _RunSpans:
 
     def see(self, ev: AgentEvent) -> None:
         """Update the spans for one event of the run."""
+        if self._state is None:  # the run is under way now: its state is the agent's current one
+            self._state = getattr(self._agent, "_current", None)
         if self._used is not None:
             self._finish_used(ev)
         handle = _HANDLERS.get(type(ev))
@@ -247,6 +261,13 @@ class _RunSpans:
         )
         self._run.add_event("aerix.retry", {"aerix.turn": ev.turn, "aerix.retry.reason": reason})
 
+    def _caught_up(self) -> None:
+        """A span for a generation the loop started that no event showed yet (one after a final
+        that `on_final` continued, which failed or was aborted before its first text)."""
+        generations = getattr(self._state, "generation", None)
+        if self._chat is None and isinstance(generations, int) and generations > self._turns:
+            self._open_chat()
+
     def fail(self, exc: Exception) -> None:
         """The run raised `exc` (not a cancellation, not the consumer leaving)."""
         if not self._done:
@@ -259,7 +280,9 @@ class _RunSpans:
         if self._done:
             return
         self._done = True
-        if self._used is not None:  # how it finished is unknown: the consumer left right after it
+        if self._used is not None:  # the consumer left right after it: finished as the model said, if it did
+            if self._finish is not None:
+                self._used.set_attribute("gen_ai.response.finish_reasons", (self._finish,))
             self._used.end(end_time=self._used_at)
         if self._chat is not None:
             self._chat.end()
@@ -368,6 +391,8 @@ class _RunSpans:
 
     def _ending(self, ev: FinalEvent | EndEvent) -> None:
         reason = "final" if isinstance(ev, FinalEvent) else ev.reason
+        if isinstance(ev, EndEvent):
+            self._caught_up()
         if isinstance(ev, EndEvent) and ev.reason == "error":
             status = Status(StatusCode.ERROR, ev.message)
             for span in (self._chat, *(s for s, _ in self._tools.values())):
