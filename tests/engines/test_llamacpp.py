@@ -987,6 +987,20 @@ def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
     junk.write_bytes(b"not a gguf")
     with pytest.raises(ValueError, match="is not a GGUF file"):
         LlamaCpp(junk)
+    with pytest.raises(
+        FileNotFoundError, match=re.escape(f"{str(tmp_path)!r} is a folder, not a GGUF file; give")
+    ):
+        LlamaCpp(tmp_path)
+
+
+@pytest.mark.parametrize("path", [None, 123, b"model.gguf"])
+def test_a_model_path_that_is_no_path_is_an_options_error(path: object) -> None:
+    with pytest.raises(AerixError) as info:
+        LlamaCpp(path)  # type: ignore[arg-type]
+    assert info.value.kind == "options"
+    assert info.value.message.startswith(
+        f"model_path must be a str or a Path, got {type(path).__name__} {path!r}"
+    )
 
 
 def test_smollm2_is_found_without_importing_its_plugin(monkeypatch: pytest.MonkeyPatch) -> None:

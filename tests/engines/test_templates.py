@@ -142,12 +142,43 @@ def test_trim_blocks_and_lstrip_blocks() -> None:
         "{{ messages.__class__.__mro__[1].__subclasses__() }}",
         "{{ ''.__class__.__mro__ }}",
         "{% set x = [] %}{{ x.append(1) }}",  # immutable: no mutating methods
+        # HF's namespace: no `_` names (a `__html__` there would be called by `|e`)
+        "{% macro hook() %}ran{% endmacro %}{% set ns = namespace(__html__=hook) %}{{ ns|e }}",
+        "{% set ns = namespace(n=0) %}{% set ns._n = 1 %}",
     ],
 )
 def test_the_sandbox_refuses_unsafe_templates(source: str) -> None:
     with pytest.raises(ValueError, match="refused by the sandbox") as info:
         render(source, [ASK])
     assert "chat_template=" in str(info.value)
+
+
+def test_namespace_and_dict_work_as_in_hf() -> None:
+    source = (
+        "{% set ns = namespace(n=0, self=1) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+        "{{ ns.n }} {{ ns.self }} {{ dict(a=1) | tojson }} {{ dict.fromkeys(['x']) | tojson }}"
+    )
+    assert render(source, [ASK, REPLY]) == '2 1 {"a": 1} {"x": null}'
+
+
+def test_a_str_subclass_in_the_messages_reaches_the_template_as_a_plain_str() -> None:
+    class Risky(str):
+        def tofile(self, path: str) -> str:  # numpy's `str_` has one, which writes a file
+            return "a file written"
+
+    message: ChatMessage = {"role": Risky("user"), "content": Risky("hi")}  # type: ignore[typeddict-item]
+    assert render("{{ messages[0].role }}: {{ messages[0].content }}", [message]) == "user: hi"
+    with pytest.raises(ValueError, match="'str object' has no attribute 'tofile'"):
+        render("{{ messages[0].content.tofile('x') }}", [message])
+
+
+@pytest.mark.parametrize(
+    "source", ["{{ " + "(" * 80 + "1" + ")" * 80 + " }}", "{% if 1 %}" * 300 + "x" + "{% endif %}" * 300]
+)
+def test_a_template_that_nests_too_deeply_to_parse_is_a_value_error(source: str) -> None:
+    with pytest.raises(ValueError, match="does not compile \\(it nests too deeply to parse\\)") as info:
+        ChatTemplate(source, name="the chat template of 'model.gguf'")
+    assert "LlamaCpp(..., chat_template=...)" in str(info.value)
 
 
 def test_a_failing_template_names_its_line_and_error() -> None:

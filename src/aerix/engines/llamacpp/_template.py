@@ -6,7 +6,8 @@ GGUF files carry their chat template in the metadata key
 `lstrip_blocks` and the loop controls (`{% break %}`, `{% continue %}`); a
 `tojson` filter that is `json.dumps` with its `indent`, `separators`,
 `sort_keys` and `ensure_ascii` arguments (not Jinja's HTML-escaping one); the
-`raise_exception` and `strftime_now` helpers; the `{% generation %}` block,
+`raise_exception` and `strftime_now` helpers; HF's `namespace()` (no name that
+starts with `_`) and `dict`; the `{% generation %}` block,
 which renders its body; and the variables `messages`, `tools` and `documents`
 (both `None`), `bos_token`, `eos_token` and `add_generation_prompt`.
 
@@ -93,12 +94,45 @@ class _Generation(jinja2.ext.Extension):
         return caller()
 
 
+class _Namespace(jinja2.utils.Namespace):
+    """HF's `namespace()`: no name that starts with `_` (a `__html__` there would be called by
+    `|e` outside the sandbox's checks)."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # Jinja's own signature: `namespace(self=...)` works
+        self, args = args[0], args[1:]
+        attrs = dict(*args, **kwargs)
+        for name in attrs:
+            _Namespace._check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _Namespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name: object) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise SecurityError(f"a namespace takes no name that starts with '_', got {name!r}")
+
+
+class _Dict:
+    """HF's `dict`: makes dicts, with nothing of the `dict` type itself to reach through."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args, **kwargs)
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols]
     )
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
+    env.globals["namespace"] = _Namespace
+    env.globals["dict"] = _Dict()
     env.filters["tojson"] = _tojson
     return env
 
@@ -152,6 +186,8 @@ class ChatTemplate:
             raise ValueError(f"{name} does not compile (line {exc.lineno}: {exc.message}); {_FIX}") from exc
         except SyntaxError as exc:  # Jinja parsed it, Python's compiler refused it (`{% break %}` alone)
             raise ValueError(f"{name} does not compile ({exc.msg}); {_FIX}") from exc
+        except RecursionError as exc:  # Jinja's parser and compiler recurse once a level
+            raise ValueError(f"{name} does not compile (it nests too deeply to parse); {_FIX}") from exc
         self.source = source
         """The Jinja source of the template."""
         self.bos_token = bos_token
@@ -179,7 +215,10 @@ class ChatTemplate:
         Raises:
             ValueError: The template refused the messages (`raise_exception`) or failed on them.
         """
-        conversation = [{"role": m["role"], "content": m["content"]} for m in messages]
+        # plain strs: a str subclass's own methods (numpy's `str_.tofile`) are no template's to call
+        conversation = [
+            {"role": str.__str__(m["role"]), "content": str.__str__(m["content"])} for m in messages
+        ]
         merged = _merge_system(conversation)
         if self._merges_system and merged is not None:
             conversation, merged = merged, None

@@ -207,12 +207,20 @@ class LlamaCpp:
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
-        path = Path(model_path)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"no GGUF file at {str(path)!r}; give the path of a .gguf model file, "
-                "or use aerix.load('smollm2-instruct') for the embedded default model"
+        fix = (
+            "give the path of a .gguf model file, "
+            "or use aerix.load('smollm2-instruct') for the embedded default model"
+        )
+        if not isinstance(model_path, str | os.PathLike) or isinstance(os.fspath(model_path), bytes):
+            raise AerixError(
+                "options",
+                f"model_path must be a str or a Path, got {type(model_path).__name__} {model_path!r}; {fix}",
             )
+        path = Path(model_path)
+        if path.is_dir():
+            raise FileNotFoundError(f"{str(path)!r} is a folder, not a GGUF file; {fix}")
+        if not path.is_file():
+            raise FileNotFoundError(f"no GGUF file at {str(path)!r}; {fix}")
         for name, size, least in (
             ("n_ctx", n_ctx, 0),
             ("n_batch", n_batch, 1),
