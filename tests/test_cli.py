@@ -1090,6 +1090,14 @@ def test_two_mcp_servers_with_prefixes_beside_a_demo_tool_in_chat(
             "--mcp: MCP server 'http://127.0.0.1:9/mcp': cannot connect (",
         ),
         (["--mcp", KIT, "--mcp", KIT], 2, "two tools are named 'add': from --mcp "),
+        # a URL no request can go to is a bad value (2), found before anything starts
+        (["--mcp", "http://"], 2, "--mcp: MCPServer.http: url 'http://' names no host; give one, as in"),
+        (
+            ["--mcp", "kit=http://127.0.0.1:99999/mcp"],
+            2,
+            "--mcp: MCPServer.http: url 'http://127.0.0.1:99999/mcp' has the port '99999'; a port is a "
+            "number from 1 to 65535",
+        ),
     ],
 )
 def test_bad_mcp_servers_are_named(
@@ -1102,6 +1110,64 @@ def test_bad_mcp_servers_are_named(
     assert err.startswith(f"aerix: error: {message}"), err
     assert out == "" and "Traceback" not in err
     assert model.calls == []
+
+
+_CRASH = '{"calls":[{"tool":"crash","input":{}}]}'
+_ADD = '{"calls":[{"tool":"add","input":{"a":1,"b":2}}]}'
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_a_dead_mcp_server_says_to_run_the_command_again_not_to_leave_async_with(
+    command: str, json_flag: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mcp", reason="--mcp needs the mcp extra")
+    if command == "run":
+        argv, turns = ["run", "crash it", "--mcp", KIT], [_CRASH, _ADD, '{"final":"gone"}']
+    else:  # the server stays gone for the rest of the chat, /reset or not
+        monkeypatch.setattr("sys.stdin", io.StringIO("crash it\n/reset\nadd\n"))
+        argv, turns = ["chat", "--mcp", KIT], [_CRASH, '{"final":"gone"}', _ADD, '{"final":"gone"}']
+    model = ScriptedModel(turns)
+    assert cli.main([*argv, *json_flag], model=model) == 0
+    out = capsys.readouterr().out
+    if json_flag:
+        gone = [e["text"] for e in _events(out) if e["type"] == "result"]
+    else:
+        gone = [line.strip() for line in out.splitlines() if line.strip().startswith("← ")]
+    assert len(gone) == 2, out
+    for text in gone:
+        assert "is gone: its process ended" in text
+        assert text.endswith("; run the aerix command again to restart it"), text
+    assert "async with" not in out
+    assert "async with" not in json.dumps([c.messages for c in model.calls])  # the model reads the same
+
+
+def test_an_mcp_servers_stray_stdout_line_is_a_note_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("mcp", reason="--mcp needs the mcp extra")
+    import logging
+    import os
+    import shlex
+
+    name = shlex.join([os.path.basename(sys.executable), KIT, "--banner"])
+    note = (
+        f'note: MCP server {name!r} wrote a line on stdout that is not MCP, skipped: "starting up..." '
+        "(an MCP server on stdio writes only MCP messages on stdout, anything else on stderr)"
+    )
+    argv = ["run", "add", "--mcp", f"{KIT} --banner"]
+    assert cli.main(argv, model=ScriptedModel([_ADD, '{"final":"3"}'])) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.splitlines()[0] == note  # one line, before the run's; the JSON line after it only logged
+    assert [line for line in out.splitlines() if "not MCP" in line] == [note]
+    # with --json, stdout holds only the events, and the note goes to stderr
+    assert cli.main([*argv, "--json"], model=ScriptedModel([_ADD, '{"final":"3"}'])) == 0
+    out, err = capsys.readouterr()
+    assert _events(out)[-1]["type"] == "final"
+    assert err == f"aerix: {note}\n"
+    logger = logging.getLogger("aerix.mcp")
+    assert logger.handlers == [] and logger.propagate  # the command leaves logging as it found it
 
 
 def test_two_servers_with_one_tool_name_are_told_to_take_a_prefix(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,8 @@
 
 The server (tests/mcp_servers/kit.py) is written with the SDK's own server class and
 runs over stdio and over streamable HTTP on 127.0.0.1; tests/mcp_servers/silent.py
-never answers the handshake.
+never answers the handshake; `not_mcp` is an HTTP endpoint that answers what no MCP
+server would.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import http.server
 import json
+import logging
 import os
 import re
 import shlex
@@ -81,6 +84,35 @@ def http_kit(env: dict[str, str] | None = None) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextlib.contextmanager
+def not_mcp(content_type: str, body: bytes) -> Iterator[str]:
+    """An HTTP endpoint on 127.0.0.1 that answers every request 200 with `body`: its URL."""
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_DELETE = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 @contextlib.asynccontextmanager
@@ -233,6 +265,21 @@ async def test_two_tools_that_map_to_one_name_are_refused_naming_both() -> None:
         assert await call(tools["get_data_2"], {}) == ("two", False)
 
 
+async def test_a_server_that_lists_one_name_twice_is_told_that_names_cannot_tell_them_apart() -> None:
+    listed = json.dumps([{"name": n, "inputSchema": {"type": "object"}} for n in ("same", "other", "same")])
+    for names in (None, {"same": "another_name"}):  # renaming goes by MCP name: it renames both
+        with pytest.raises(AerixError) as caught:
+            async with MCPServer.stdio(sys.executable, [LISTED, listed], names=names):
+                pass
+        assert caught.value.kind == "options"
+        assert caught.value.message.endswith(
+            "lists two tools named 'same', and names= (keyed by MCP name) cannot tell them apart: have "
+            "the server give them different names, or leave both out with names={'same': None}"
+        ), caught.value.message
+    async with MCPServer.stdio(sys.executable, [LISTED, listed], names={"same": None}) as server:
+        assert [t.name for t in server.tools] == ["other"]  # both left out, as the message says
+
+
 @pytest.mark.parametrize(
     ("name", "said"),
     [("bad", "tool 'bad': unsupported"), ("Bad-One", "tool 'Bad-One' (aerix name 'bad_one'): unsupported")],
@@ -359,6 +406,112 @@ async def test_the_stderr_of_a_server_goes_where_it_is_told() -> None:
     assert "failed before answering the MCP handshake: its process ended" in caught.value.message
     assert "its last words on stderr: 'no luck'" in caught.value.message
     assert err.getvalue() == "starting up\nno luck\n"
+
+
+# --- what is not MCP ---------------------------------------------------------------------------
+
+
+def _sdk_said(records: list[logging.LogRecord], text: str) -> list[logging.LogRecord]:
+    return [r for r in records if r.name.startswith("mcp.") and r.getMessage().startswith(text)]
+
+
+async def test_lines_on_stdout_that_are_not_mcp_are_noted_once_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with MCPServer.stdio(sys.executable, [KIT, "--banner"]) as server:
+        assert await call(by_name(server)["add"], {"a": 1, "b": 2}) == ("3", False)  # the session works
+    ours = [r for r in caplog.records if r.name == "aerix.mcp"]
+    assert [(r.levelname, r.getMessage()) for r in ours] == [
+        (
+            "WARNING",
+            f"MCP server {server.name!r} wrote a line on stdout that is not MCP, skipped: "
+            '"starting up..." (an MCP server on stdio writes only MCP messages on stdout, anything '
+            "else on stderr)",
+        ),
+        ("DEBUG", f'MCP server {server.name!r} sent more that is not MCP, skipped: {{"status": "ready"}}'),
+    ]
+    assert all(r.exc_info is None for r in ours)
+    assert _sdk_said(caplog.records, "Failed to parse JSONRPC message") == []  # not the SDK's traceback
+
+
+def test_a_banner_on_stdout_is_one_line_on_stderr_when_logging_is_not_configured() -> None:
+    code = (
+        "import asyncio, sys\n"
+        "from aerix.mcp import MCPServer\n"
+        "async def main():\n"
+        f"    async with MCPServer.stdio(sys.executable, [{KIT!r}, '--banner']) as server:\n"
+        "        print(len(server.tools))\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{len(KIT_TOOLS)}\n"
+    name = shlex.join([os.path.basename(sys.executable), KIT, "--banner"])
+    assert done.stderr.splitlines() == [
+        f"MCP server {name!r} wrote a line on stdout that is not MCP, skipped: "
+        '"starting up..." (an MCP server on stdio writes only MCP messages on stdout, anything '
+        "else on stderr)"
+    ]
+
+
+async def test_a_session_opened_with_the_sdk_itself_still_logs_as_the_sdk_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with MCPServer.stdio(sys.executable, [KIT, "--banner"]):  # aerix's filter is on from here
+        pass
+    caplog.clear()
+    params = StdioServerParameters(command=sys.executable, args=[KIT, "--banner"])
+    async with mcp.Client(stdio_client(params)) as client:
+        await client.list_tools()
+    said = _sdk_said(caplog.records, "Failed to parse JSONRPC message from server")
+    assert len(said) == 2 and all(r.exc_info is not None for r in said)
+    assert not [r for r in caplog.records if r.name == "aerix.mcp"]
+
+
+async def test_a_server_that_writes_no_mcp_on_stdout_is_told_so() -> None:
+    with pytest.raises(AerixError) as caught:
+        async with MCPServer.stdio(sys.executable, ["-c", "print('hello'); print('world')"]):
+            pass
+    assert caught.value.message.endswith(
+        "failed before answering the MCP handshake: its process ended; it wrote 2 lines on stdout "
+        'that are not MCP, the first "hello"; run the command yourself to see why'
+    ), caught.value.message
+    echo = "import sys\nfor line in sys.stdin:\n    print('garbage', flush=True)"
+    with pytest.raises(AerixError) as caught:
+        async with MCPServer.stdio(sys.executable, ["-c", echo], timeout=1):
+            pass
+    assert re.search(
+        r"within 1 s; it wrote (a line|\d+ lines) on stdout that (is|are) not MCP(:|, the first) "
+        r'"garbage"; check that it is an MCP server speaking on stdio',
+        caught.value.message,
+    ), caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "said"),
+    [
+        ("text/html", b"<html>hello</html>", "Unexpected content type: text/html (MCP error -32600)"),
+        (
+            "application/json",
+            b'{"status": "ok"}',
+            "Failed to parse JSON response: 11 validation errors for union[JSONRPCRequest,"
+            "JSONRPCNotification,JSONRPCResponse,JSONRPCError] (MCP error -32700)",
+        ),
+    ],
+)
+async def test_an_http_answer_that_is_no_mcp_is_named_once_in_one_line(
+    content_type: str, body: bytes, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with not_mcp(content_type, body) as url, pytest.raises(AerixError) as caught:
+        async with MCPServer.http(url, timeout=10):
+            pass
+    assert caught.value.message == (
+        f"MCP server {url!r} refused the MCP handshake: {said}; check that the URL is its MCP endpoint "
+        "(often …/mcp)"
+    )
+    for sdk in ("Unexpected content type", "Error parsing JSON response"):
+        assert _sdk_said(caplog.records, sdk) == []  # said once, in the error, not logged twice
 
 
 # --- in an agent -------------------------------------------------------------------------------
@@ -552,6 +705,40 @@ async def test_headers_go_with_every_request() -> None:
         (lambda: MCPServer.stdio("python", names={"a": "Bad Name"}), r"names\['a'\] = 'Bad Name'"),
         (lambda: MCPServer.http("127.0.0.1:8000/mcp"), "url must start with http:// or https://"),
         (lambda: MCPServer.http("http://x/mcp", headers={"A": 1}), "headers must map names to strings"),
+        (
+            lambda: MCPServer.http("http://"),
+            re.escape("url 'http://' names no host; give one, as in 'http://127.0.0.1:8000/mcp'"),
+        ),
+        (lambda: MCPServer.http("https://:8000/mcp"), "url 'https://:8000/mcp' names no host"),
+        (
+            lambda: MCPServer.http("http://127.0.0.1:notaport/mcp"),
+            re.escape(
+                "url 'http://127.0.0.1:notaport/mcp' has the port 'notaport'; a port is a number from 1 "
+                "to 65535, as in 'http://127.0.0.1:8000/mcp' (or none: 80 for http, 443 for https)"
+            ),
+        ),
+        (lambda: MCPServer.http("http://127.0.0.1:99999/mcp"), "has the port '99999'; a port is a number"),
+        (lambda: MCPServer.http("http://127.0.0.1:0/mcp"), "has the port '0'; a port is a number"),
+        (lambda: MCPServer.http("http://[::1]:-1/mcp"), r"has the port '-1'; a port is a number"),
+        (lambda: MCPServer.http("http://[::1/mcp"), r"url 'http://\[::1/mcp' is no URL \(Invalid IPv6 URL\)"),
+        (
+            lambda: MCPServer.http("http://my host/mcp"),
+            re.escape(
+                "url 'http://my host/mcp' holds ' ' (at index 9), which a URL cannot carry; percent-encode"
+            ),
+        ),
+        (
+            lambda: MCPServer.http("http://x/mcp", headers={"X-Key": "a\r\nInjected: 1"}),
+            re.escape("headers['X-Key'] holds '\\r' (at index 1), which an HTTP header cannot carry"),
+        ),
+        (
+            lambda: MCPServer.http("http://x/mcp", headers={"Bad Name": "1"}),
+            re.escape("headers: 'Bad Name' is no header name; a name is one word of ASCII letters"),
+        ),
+        (
+            lambda: MCPServer.http("http://x/mcp", headers={"X-Key": " padded"}),
+            re.escape("headers['X-Key'] starts or ends with a space or tab, which HTTP drops; strip it"),
+        ),
     ],
 )
 def test_bad_arguments_are_refused(make: Callable[[], MCPServer], message: str) -> None:
@@ -562,6 +749,24 @@ def test_bad_arguments_are_refused(make: Callable[[], MCPServer], message: str) 
 
 def test_a_url_with_a_password_is_named_without_it() -> None:
     assert MCPServer.http("https://me:secret@example.com/mcp").name == "https://example.com/mcp"
+    with pytest.raises(AerixError) as caught:
+        MCPServer.http("https://me:secret@example.com:https/mcp")
+    assert "secret" not in caught.value.message
+    assert "url 'https://example.com:https/mcp' has the port 'https'" in caught.value.message
+
+
+def test_a_header_value_http_cannot_carry_is_named_by_its_character_not_shown() -> None:
+    with pytest.raises(AerixError) as caught:
+        MCPServer.http("http://127.0.0.1:8000/mcp", headers={"Authorization": "Bearer tökén"})
+    assert caught.value.kind == "options"
+    assert caught.value.message == (
+        "MCPServer.http: headers['Authorization'] holds 'ö' (at index 8), which an HTTP header cannot "
+        "carry: a value is visible ASCII on one line; encode anything else (as base64, say)"
+    )
+    assert "tökén" not in caught.value.message  # a header value is often a secret
+    # what HTTP carries is taken: inner spaces and tabs, an empty value, an IPv6 host, no port
+    server = MCPServer.http("http://[::1]/mcp", headers={"X-A": "a b\tc", "X-Empty": ""})
+    assert server.name == "http://[::1]/mcp"
 
 
 def test_without_the_sdk_the_import_names_the_extra() -> None:

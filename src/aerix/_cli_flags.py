@@ -66,8 +66,11 @@ _HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\braise read_timeout\b"), "raise --read-timeout SECONDS"),
     # The engine's own retries, not --retries (the agent's): the command keeps their default.
     (re.compile(r"\braise retries or add replicas\b"), "try again later or add replicas"),
+    # An --mcp server that died stays dead for the command's life: its `async with` is the command.
+    (re.compile(r"leave its `async with` and enter again"), "run the aerix command again to restart it"),
 )
-"""The server engine's hints, spelled as its options, and the same hints spelled as the command's flags."""
+"""The library's hints, spelled as its options (the server engine's) or as Python (an MCP server's),
+and the same hints spelled as the command's flags, or as what to do with the command."""
 
 
 class Failure(Exception):

@@ -11,6 +11,7 @@ tools' names; a command whose first word ends in `.py` runs with this Python.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -21,16 +22,17 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from . import AerixError, Tool, tool
+from . import AerixError, Tool, ToolContext, tool
+from ._cli_flags import cli_hints
 from .demo_tools import DEMO_TOOLS
 from .errors import a_kind
 
 if TYPE_CHECKING:
     from .mcp import MCPServer
 
-__all__ = ["Refused", "check_unique", "mcp_server", "pick_tools"]
+__all__ = ["Refused", "check_unique", "mcp_server", "mcp_tools", "pick_tools"]
 
 _PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_.-]*)=(?P<rest>.*)$", re.DOTALL)
 _OWN = "for your own tools give MODULE:FUNCTION, MODULE:* or path/to/file.py"
@@ -167,6 +169,23 @@ def _on_path(folder: str) -> Iterator[None]:
 def _line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def mcp_tools(server: MCPServer) -> list[Tool]:
+    """An entered `--mcp` server's tools, whose error results spell the library's hints as the
+    command's (a server that died: run the command again, not "leave its `async with`")."""
+    from .mcp import MCPServerError
+
+    def spelled(t: Tool) -> Tool:
+        async def run(input: dict[str, Any], cx: ToolContext) -> Any:
+            try:
+                return await t.run(input, cx)
+            except MCPServerError as exc:
+                raise MCPServerError(cli_hints(str(exc))) from exc.__cause__
+
+        return dataclasses.replace(t, run=run)
+
+    return [spelled(t) for t in server.tools]
 
 
 def mcp_server(value: str) -> MCPServer:

@@ -40,7 +40,7 @@ from ._cli_flags import (
     loop_options,
 )
 from ._cli_runs import CtrlC, chat, run_prompt
-from ._cli_tools import Refused, check_unique, mcp_server, pick_tools
+from ._cli_tools import Refused, check_unique, mcp_server, mcp_tools, pick_tools
 from ._console import HumanPrinter, JsonPrinter, Printer, Spinner, Symbols, use_color
 
 if TYPE_CHECKING:
@@ -77,9 +77,10 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
         else HumanPrinter(out, color=use_color(out), spinner=spinner, messages=cli_hints)
     )
     try:
-        # The engines' notes (a server engine's dialect change): with --json, stdout holds only events.
+        # The library's notes (a server engine's dialect change, an --mcp server's stray stdout
+        # line): with --json, stdout holds only events.
         notes = _to_stderr("aerix: ") if args.json else printer.note
-        with CtrlC() as ctrl_c, _engine_notes(notes):
+        with CtrlC() as ctrl_c, _library_notes(notes):
             prompt = _prompt(args.prompt) if args.command == "run" else ""
             runner = asyncio.Runner()
             servers = contextlib.AsyncExitStack()  # the --mcp servers, entered on the runner's loop
@@ -133,7 +134,7 @@ def _playground(args: argparse.Namespace, model: Model | None) -> int:
     assert engine is not None
     name = f"{args.model} at {args.server}" if args.server else args.model or DEFAULT_MODEL
     try:
-        with _engine_notes(_to_stderr("aerix playground: ")):
+        with _library_notes(_to_stderr("aerix playground: ")):
             serve(
                 model=engine, host=args.host, port=args.port, instructions=args.instructions, model_name=name
             )
@@ -237,7 +238,7 @@ def _enter(
             runner.run(servers.enter_async_context(server))
     except AerixError as exc:
         raise Failure(f"--mcp: {exc.message}", 1) from None
-    return server.tools
+    return tuple(mcp_tools(server))
 
 
 def _check_model_flags(args: argparse.Namespace) -> None:
@@ -290,8 +291,13 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
         raise Failure(f"cannot load the model {name!r}: {exc}", 1) from None
 
 
+_NOTED = ("aerix.engines", "aerix.mcp")
+"""The loggers whose messages the command shows as its notes: they say what the library did about
+a server (a server engine's dialect change, an MCP server's stray stdout line)."""
+
+
 class _NoteHandler(logging.Handler):
-    """Shows the engines' log messages (a server engine's dialect change) as the command's notes."""
+    """Shows the library's log messages (`_NOTED`) as the command's notes, one line each."""
 
     def __init__(self, write: Callable[[str], None]) -> None:
         super().__init__(logging.INFO)
@@ -313,17 +319,21 @@ def _to_stderr(prefix: str) -> Callable[[str], None]:
 
 
 @contextlib.contextmanager
-def _engine_notes(write: Callable[[str], None]) -> Iterator[None]:
-    """While the command runs, the engines' log messages go to `write`, in the command's spelling."""
-    logger = logging.getLogger("aerix.engines")
+def _library_notes(write: Callable[[str], None]) -> Iterator[None]:
+    """While the command runs, the library's log messages (`_NOTED`) go to `write`, in the
+    command's spelling."""
     handler = _NoteHandler(write)
-    logger.addHandler(handler)
-    propagate, logger.propagate = logger.propagate, False  # shown once, here, not by the root too
+    loggers = [logging.getLogger(name) for name in _NOTED]
+    propagates = [logger.propagate for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False  # shown once, here, not by the root too
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
+        for logger, propagate in zip(loggers, propagates, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = propagate
 
 
 def _shutdown(runner: asyncio.Runner, engine: Model | None) -> None:

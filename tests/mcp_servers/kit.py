@@ -2,7 +2,8 @@
 
 `python kit.py` serves over stdio; `python kit.py --http PORT` over streamable HTTP
 on 127.0.0.1:PORT (path `/mcp`); `--clash` adds two tools whose names map to one
-aerix name. The tools: a flat one, a nested one, one that fails (`isError`), one
+aerix name; `--banner` first prints two lines on stdout that are not MCP (a banner, then
+JSON that is no JSON-RPC message), as some servers do. The tools: a flat one, a nested one, one that fails (`isError`), one
 that hangs until the client cancels it (it adds `cancelled` to the file named by
 `$AERIX_MCP_MARK` each time it is), one that ends the server's process, one with
 structured content and no text, and one whose name aerix must map. With
@@ -101,7 +102,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT")
     parser.add_argument("--clash", action="store_true")
+    parser.add_argument("--banner", action="store_true")
     args = parser.parse_args()
+    if args.banner:
+        print("starting up...", flush=True)
+        print('{"status": "ready"}', flush=True)
     if args.clash:
         server.add_tool(lambda: "one", name="get-data", description="one")
         server.add_tool(lambda: "two", name="Get_Data", description="two")

@@ -54,8 +54,8 @@ def map_names(
             leave the tool out.
 
     Raises:
-        AerixError: `kind="options"`: two tools map to one name, or `chosen` names a tool
-            the server does not have.
+        AerixError: `kind="options"`: two tools map to one name, the server lists one name
+            twice, or `chosen` names a tool the server does not have.
     """
     unknown = [n for n in chosen if n not in names]
     if unknown:
@@ -70,6 +70,13 @@ def map_names(
         new = chosen[name] if name in chosen else aerix_name(name, prefix)
         if new is None:
             continue
+        if name in out:  # listed twice: names= goes by MCP name, so it cannot tell the two apart
+            raise AerixError(
+                "options",
+                f"MCP server {server!r} lists two tools named {name!r}, and names= (keyed by MCP name) "
+                "cannot tell them apart: have the server give them different names, or leave both "
+                f"out with names={{{name!r}: None}}",
+            )
         if new in owner:
             first = owner[new]
             raise AerixError(

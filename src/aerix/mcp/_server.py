@@ -28,12 +28,22 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from .._validate import short
 from ..errors import AerixError, describe
-from ..tools import NAME_PATTERN, Tool, ToolContext, tool
-from ._names import MAX_NAME, map_names, mapped_prefix
+from ..tools import Tool, ToolContext, tool
+from ._checks import (
+    bad,
+    check_headers,
+    check_names,
+    check_prefix,
+    check_timeout,
+    check_url,
+    is_str_map,
+    without_userinfo,
+)
+from ._names import map_names
 from ._results import MCPServerError, MCPToolError, leaf, result_value
 from ._stderr import StderrTail
+from ._stray import StrayOutput, in_session, quiet_sdk_logs
 
 __all__ = ["DEFAULT_TIMEOUT", "MCPServer"]
 
@@ -92,6 +102,7 @@ class MCPServer:
         self._scope: anyio.CancelScope | None = None
         self._closing = asyncio.Event()
         self._tail: StderrTail | None = None
+        self._stray = StrayOutput(spec.name, stdio=spec.kind == "stdio")
         self._gone: str | None = None
         self._refused: str | None = None
         """The last HTTP error status the server answered while starting (`401 Unauthorized`)."""
@@ -129,28 +140,28 @@ class MCPServer:
             AerixError: `kind="options"`, naming the bad argument.
         """
         if not isinstance(command, str) or not command.strip():
-            raise _bad(f"MCPServer.stdio: command must be a program to run, got {command!r}")
+            raise bad(f"MCPServer.stdio: command must be a program to run, got {command!r}")
         if isinstance(args, str | bytes) or not isinstance(args, Sequence):
-            raise _bad(
+            raise bad(
                 f"MCPServer.stdio: args must be a list of strings, got {args!r}; "
                 f"e.g. MCPServer.stdio({command!r}, {_split(args)!r})"
             )
         if not all(isinstance(a, str) for a in args):
-            raise _bad(f"MCPServer.stdio: args must all be strings, got {list(args)!r}")
-        if env is not None and not _is_str_map(env):
-            raise _bad(f"MCPServer.stdio: env must map names to strings, got {env!r}")
+            raise bad(f"MCPServer.stdio: args must all be strings, got {list(args)!r}")
+        if env is not None and not is_str_map(env):
+            raise bad(f"MCPServer.stdio: env must map names to strings, got {env!r}")
         if cwd is not None and not os.path.isdir(cwd):
-            raise _bad(f"MCPServer.stdio: cwd {os.fspath(cwd)!r} is not a folder")
+            raise bad(f"MCPServer.stdio: cwd {os.fspath(cwd)!r} is not a folder")
         if stderr is not None and not callable(getattr(stderr, "write", None)):
-            raise _bad(f"MCPServer.stdio: stderr must be a text stream, got {type(stderr).__name__}")
+            raise bad(f"MCPServer.stdio: stderr must be a text stream, got {type(stderr).__name__}")
         name = shlex.join([os.path.basename(command) or command, *args])
         return cls(
             _Spec(
                 name=name,
                 kind="stdio",
-                prefix=_check_prefix(prefix),
-                timeout=_check_timeout(timeout),
-                names=_check_names(names),
+                prefix=check_prefix(prefix),
+                timeout=check_timeout(timeout),
+                names=check_names(names),
                 stdio=StdioServerParameters(
                     command=command,
                     args=list(args),
@@ -175,28 +186,28 @@ class MCPServer:
 
         Args:
             url: Its MCP endpoint, e.g. `"http://127.0.0.1:8000/mcp"`.
-            headers: HTTP headers for every request (an `Authorization`, say).
+            headers: HTTP headers for every request (an `Authorization`, say): names and values
+                that HTTP can carry (visible ASCII, on one line).
             prefix: Put before every tool's name (`prefix_name`).
             timeout: Seconds it has to answer the handshake and list its tools.
             names: Aerix names for some of its tools, by their MCP names (`prefix` is not
                 added); `None` leaves a tool out.
 
         Raises:
-            AerixError: `kind="options"`, naming the bad argument.
+            AerixError: `kind="options"`, naming the bad argument: a URL without a host or
+                with a bad port, a header that HTTP cannot carry.
         """
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise _bad(f"MCPServer.http: url must start with http:// or https://, got {url!r}")
-        if headers is not None and not _is_str_map(headers):
-            raise _bad(f"MCPServer.http: headers must map names to strings, got {headers!r}")
+        url = check_url(url)
+        checked = check_headers(headers)
         return cls(
             _Spec(
-                name=_without_userinfo(url),
+                name=without_userinfo(url),
                 kind="http",
-                prefix=_check_prefix(prefix),
-                timeout=_check_timeout(timeout),
-                names=_check_names(names),
+                prefix=check_prefix(prefix),
+                timeout=check_timeout(timeout),
+                names=check_names(names),
                 url=url,
-                headers=dict(headers or {}),
+                headers=checked,
             )
         )
 
@@ -213,7 +224,7 @@ class MCPServer:
             AerixError: `kind="options"`, outside `async with`.
         """
         if self._tools is None:
-            raise _bad(
+            raise bad(
                 f"MCP server {self.name!r}: its tools are listed on entering it; "
                 "use them inside `async with server:`"
             )
@@ -266,6 +277,9 @@ class MCPServer:
         """The session's task: start, hand the tool list to `__aenter__`, wait to be closed, close."""
         tail = StderrTail(self._spec.stderr) if self._spec.kind == "stdio" else None
         self._tail = tail
+        self._stray = StrayOutput(self.name, stdio=tail is not None)
+        quiet_sdk_logs()
+        in_session.set(True)  # this task's own context, which the SDK's tasks for the session inherit
         timed_out = False
         try:
             with anyio.CancelScope() as scope:
@@ -315,8 +329,14 @@ class MCPServer:
                 )
                 http.event_hooks["response"].append(self._note_status)
                 transport = streamable_http_client(spec.url, http_client=http)
-            client = mcp.Client(transport, client_info=info, cache=None)
+            client = mcp.Client(transport, client_info=info, cache=None, message_handler=self._on_message)
             yield await stack.enter_async_context(client)
+
+    async def _on_message(self, message: object) -> None:
+        """The SDK's messages beside answers: an exception is something it skipped (a line of
+        a banner on stdout), which `StrayOutput` says in one line; notifications need nothing."""
+        if isinstance(message, Exception):
+            self._stray.note(message)
 
     async def _note_status(self, response: httpx2.Response) -> None:
         """Keep an HTTP error status of the start (the SDK's error no longer says it)."""
@@ -341,7 +361,7 @@ class MCPServer:
                 name = names[t.name]
                 said = exc.message.removeprefix(f"tool {name!r}: ")  # named once, below
                 label = repr(t.name) if name == t.name else f"{t.name!r} (aerix name {name!r})"
-                raise _bad(
+                raise bad(
                     f"MCP server {self.name!r}: tool {label}: {said}; "
                     f"leave it out with names={{{t.name!r}: None}}"
                 ) from None
@@ -450,22 +470,22 @@ class MCPServer:
         if spec.stdio is not None and isinstance(exc, OSError):
             command = spec.stdio.command
             if isinstance(exc, FileNotFoundError) and exc.filename in (None, command):
-                return _bad(
+                return bad(
                     f"{where}: cannot start it: there is no command {command!r}; install it, or give "
                     "its full path (as the command, its arguments in args)"
                 )
             if isinstance(exc, PermissionError):
-                return _bad(
+                return bad(
                     f"{where}: cannot start {command!r}: permission denied; make it executable, "
                     "or run it through its interpreter (MCPServer.stdio('python', ['server.py']))"
                 )
-            return _bad(f"{where}: cannot start it: {_one_line(exc)}")
+            return bad(f"{where}: cannot start it: {_one_line(exc)}")
         if isinstance(exc, httpx2.ConnectError):
-            return _bad(f"{where}: cannot connect ({exc}); is the server running, and is the URL right?")
+            return bad(f"{where}: cannot connect ({exc}); is the server running, and is the URL right?")
         if isinstance(exc, httpx2.HTTPError):
-            return _bad(f"{where}: the MCP handshake failed: {_one_line(exc)}")
+            return bad(f"{where}: the MCP handshake failed: {_one_line(exc)}")
         if self._refused is not None and self._refused[:3] in ("401", "403"):
-            return _bad(
+            return bad(
                 f"{where} refused the connection: HTTP {self._refused}; give its credentials "
                 "with headers= (MCPServer.http(url, headers={'Authorization': 'Bearer …'}))"
             )
@@ -473,21 +493,23 @@ class MCPServer:
             if exc.code == types.CONNECTION_CLOSED:
                 how = self._why_gone() if spec.kind == "stdio" else "it closed the connection"
                 fix = "run the command yourself to see why" if spec.kind == "stdio" else "check the URL"
-                return _bad(f"{where} failed before answering the MCP handshake: {how}; {fix}")
+                how += self._stray.said()
+                return bad(f"{where} failed before answering the MCP handshake: {how}; {fix}")
             hint = "; check that the URL is its MCP endpoint (often …/mcp)" if spec.kind == "http" else ""
-            if self._refused is not None and self._refused[4:] not in exc.message:  # not said already
+            said = exc.message.strip().partition("\n")[0]  # the first line: pydantic's errors go on for pages
+            if self._refused is not None and self._refused[4:] not in said:  # not said already
                 hint = f" (HTTP {self._refused}){hint}"
-            return _bad(f"{where} refused the MCP handshake: {exc.message} (MCP error {exc.code}){hint}")
-        return _bad(f"{where}: the MCP handshake failed: {_one_line(exc)}")
+            return bad(f"{where} refused the MCP handshake: {said} (MCP error {exc.code}){hint}")
+        return bad(f"{where}: the MCP handshake failed: {_one_line(exc)}")
 
     def _timeout_error(self) -> AerixError:
         spec = self._spec
         words = self._tail.last() if self._tail is not None else None
         said = f" (its last words on stderr: {words!r})" if words else ""
         transport = "on stdio" if spec.kind == "stdio" else "streamable HTTP at that URL"
-        return _bad(
+        return bad(
             f"MCP server {self.name!r} did not answer the MCP handshake and list its tools within "
-            f"{spec.timeout:g} s{said}; "
+            f"{spec.timeout:g} s{said}{self._stray.said()}; "
             f"check that it is an MCP server speaking {transport}, or give it longer with timeout="
         )
 
@@ -519,10 +541,6 @@ async def _list_tools(client: mcp.Client) -> list[types.Tool]:
     return listed
 
 
-def _bad(message: str) -> AerixError:
-    return AerixError("options", message)
-
-
 def _retrieved(request: asyncio.Future[Any]) -> None:
     """Read a finished request's outcome, which its caller, gone, never will."""
     if not request.cancelled():
@@ -540,53 +558,3 @@ def _split(args: object) -> list[str]:
 
 def _one_line(exc: BaseException) -> str:
     return describe(exc).replace("\n", " ")
-
-
-def _check_prefix(prefix: object) -> str | None:
-    if prefix is None:
-        return None
-    if not isinstance(prefix, str) or not prefix.strip():
-        raise _bad(f"MCPServer: prefix must be a non-empty string, got {prefix!r}")
-    head = mapped_prefix(prefix)
-    if not head.strip("_"):  # nothing of it is left in a tool's name
-        raise _bad(f"MCPServer: prefix {prefix!r} has no letter or digit; a tool name keeps a-z, 0-9 and _")
-    if len(head) > MAX_NAME - 2:
-        raise _bad(
-            f"MCPServer: prefix {short(prefix, 40)} maps to {len(head)} characters; a tool name has at most "
-            f"{MAX_NAME}, so it would leave no room for the tool's own name"
-        )
-    return prefix
-
-
-def _check_timeout(timeout: object) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
-        raise _bad(f"MCPServer: timeout must be a positive number of seconds, got {timeout!r}")
-    return float(timeout)
-
-
-def _check_names(names: object) -> Mapping[str, str | None]:
-    if names is None:
-        return {}
-    if not isinstance(names, Mapping):
-        raise _bad(f"MCPServer: names must map MCP tool names to aerix names (or None), got {names!r}")
-    for key, value in names.items():
-        good = value is None or (isinstance(value, str) and NAME_PATTERN.fullmatch(value) is not None)
-        if not isinstance(key, str) or not good:
-            raise _bad(
-                f"MCPServer: names[{key!r}] = {value!r}: give an aerix tool name "
-                "(^[a-z][a-z0-9_]{0,63}$), or None to leave the tool out"
-            )
-    return dict(names)
-
-
-def _is_str_map(value: object) -> bool:
-    if not isinstance(value, Mapping):
-        return False
-    return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
-def _without_userinfo(url: str) -> str:
-    """The URL without a `user:password@` (errors and results show the name)."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
