@@ -137,7 +137,7 @@ def test_run_reads_the_prompt_from_stdin_with_a_dash(
         (["--max-tokens", "0"], "aerix: error: --max-tokens: limits.max_tokens must be at least 1"),
         (
             ["--max-tokens", "3000000000"],
-            "aerix: error: --max-tokens: limits.max_tokens must be at most 2147483648, got 3000000000",
+            "aerix: error: --max-tokens: limits.max_tokens must be at most 2147483647, got 3000000000",
         ),
         (["--temperature", "-1"], "aerix: error: --temperature: generation.temperature must be"),
         (["--temperature", "nan"], "aerix: error: --temperature: generation.temperature must be"),

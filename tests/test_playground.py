@@ -197,7 +197,7 @@ async def test_error_and_refused_results_are_marked(client_for) -> None:
     ("settings", "words"),
     [
         ({"limits": {"turns": 0}}, "limits.turns must be at least 1"),
-        ({"limits": {"max_tokens": 3_000_000_000}}, "limits.max_tokens must be at most 2147483648"),
+        ({"limits": {"max_tokens": 3_000_000_000}}, "limits.max_tokens must be at most 2147483647"),
         ({"limits": {"speed": 3}}, "unknown limit 'speed'"),
         ({"tools": ["rm"]}, "unknown tool 'rm'"),
         ({"temperature": 9}, "temperature must be a number from 0 to 2"),

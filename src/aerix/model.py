@@ -9,7 +9,7 @@ the same bad options with the same errors.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict, cast, runtime_checkable
 
@@ -124,10 +124,10 @@ _OPTION_KEYS = frozenset(GenerateOptions.__optional_keys__)
 NUMBER_BOUNDS: dict[str, tuple[float, float, type]] = {
     "temperature": (0.0, 100.0, float),
     "top_p": (0.0, 1.0, float),
-    "top_k": (0, 1 << 31, int),
+    "top_k": (0, (1 << 31) - 1, int),
     "min_p": (0.0, 1.0, float),
-    "max_tokens": (1, 1 << 31, int),
-    "seed": (-(1 << 63), 1 << 64, int),
+    "max_tokens": (1, (1 << 31) - 1, int),
+    "seed": (-(1 << 63), (1 << 64) - 1, int),
 }
 """Each number option's bounds, inclusive, and whether it must be an integer."""
 
@@ -142,14 +142,25 @@ def out_of_bounds(key: str, value: object) -> str | None:
     return f"must be {'an integer' if kind is int else 'a number'} in [{lo}, {hi}], got {value!r}"
 
 
+_ROLES = ("system", "user", "assistant")
+"""A message's roles (`ChatMessage`)."""
+
+
 def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -> GenerateOptions:
     """The options (a copy; `{}` for `None`), once checked; the errors name the option, the value and
     what is allowed.
 
     Raises:
         AerixError: `kind="options"`: an unknown option, a value of the wrong type or out
-            of bounds, or a message without a role and a string content.
+            of bounds, no messages, or a message without a role (system, user or assistant)
+            and a string content.
     """
+    if not isinstance(messages, list | tuple):
+        raise AerixError("options", f"messages must be a list of messages, got {type(messages).__name__}")
+    if not messages:
+        raise AerixError("options", "messages is empty: give at least one message")
+    if opts is not None and not isinstance(opts, Mapping):
+        raise AerixError("options", f"opts must be a dict of options or None, got {type(opts).__name__}")
     o: dict[str, Any] = dict(opts or {})
     unknown = sorted(set(o) - _OPTION_KEYS)
     if unknown:
@@ -174,7 +185,7 @@ def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("content"), str):
             raise AerixError("options", f"each message needs a role and a string content, got {m!r}")
-        if not isinstance(m.get("role"), str) or not m["role"]:
+        if m.get("role") not in _ROLES:
             raise AerixError(
                 "options",
                 f"messages[{i}] needs a role (system, user or assistant) as a string, got {m.get('role')!r}",

@@ -171,12 +171,42 @@ async def test_stop_strings_do_not_cut_a_constrained_value(engine: LlamaCpp) -> 
 
 
 @pytest.mark.parametrize(
-    "message", [{"content": "hi"}, {"role": None, "content": "hi"}, {"role": 5, "content": "hi"}]
+    "message",
+    [
+        {"content": "hi"},
+        {"role": None, "content": "hi"},
+        {"role": 5, "content": "hi"},
+        {"role": "bot", "content": "hi"},  # no role of ChatMessage's: not rendered as if it were
+    ],
 )
 async def test_a_message_without_a_string_role_is_an_options_error(engine: LlamaCpp, message: Any) -> None:
     with pytest.raises(AerixError, match=r"messages\[1\] needs a role \(system, user or assistant\)") as info:
         await collect(engine, [user("x"), message])
     assert info.value.kind == "options"
+
+
+@pytest.mark.parametrize(
+    ("messages", "opts", "message"),
+    [
+        (None, None, "messages must be a list of messages, got NoneType"),
+        ("hi", None, "messages must be a list of messages, got str"),
+        ([], None, "messages is empty: give at least one message"),
+        ([{"role": "user", "content": "x"}], "max_tokens", "opts must be a dict of options or None, got str"),
+        ([{"role": "user", "content": "x"}], {"seed": 2**64}, "seed must be an integer in"),
+        ([{"role": "user", "content": "x"}], {"top_k": 2**31}, "top_k must be an integer in [0, 2147483647]"),
+    ],
+)
+async def test_chat_arguments_of_the_wrong_shape_are_options_errors(
+    engine: LlamaCpp, messages: Any, opts: Any, message: str
+) -> None:
+    with pytest.raises(AerixError) as info:
+        [d async for d in engine.chat(messages, opts)]
+    assert info.value.kind == "options" and message in info.value.message
+
+
+async def test_the_largest_seed_is_taken(engine: LlamaCpp) -> None:
+    deltas = await collect(engine, [user("x")], max_tokens=2, seed=2**64 - 1)
+    assert deltas[-1].done
 
 
 async def test_seed_makes_sampling_reproducible(engine: LlamaCpp) -> None:
@@ -909,9 +939,14 @@ async def test_the_prompt_is_rendered_with_the_gguf_template(engine: LlamaCpp) -
     )
 
 
-async def test_a_template_exception_is_a_clear_error(engine: LlamaCpp) -> None:
-    with pytest.raises(ValueError, match="Unknown role: tool"):
-        await collect(engine, [{"role": "tool", "content": "x"}])  # type: ignore[list-item]
+async def test_a_template_exception_is_a_clear_error(tiny_gguf: Path) -> None:
+    template = "{% for m in messages %}{% if m.content == 'x' %}{{ raise_exception('no x here') }}{% endif %}{% endfor %}"
+    engine = LlamaCpp(tiny_gguf, chat_template=template)
+    try:
+        with pytest.raises(ValueError, match="refused the messages: 'no x here'"):
+            await collect(engine, [user("x")])
+    finally:
+        engine.close()
 
 
 async def test_the_template_is_sandboxed(tiny_gguf: Path) -> None:
@@ -991,6 +1026,23 @@ def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
         FileNotFoundError, match=re.escape(f"{str(tmp_path)!r} is a folder, not a GGUF file; give")
     ):
         LlamaCpp(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["n_threads", "n_threads_batch"])
+def test_more_threads_than_four_a_cpu_are_refused_before_loading(tiny_gguf: Path, name: str) -> None:
+    from aerix.engines.llamacpp._open import most_threads
+
+    with pytest.raises(AerixError) as info:
+        LlamaCpp(tiny_gguf, **{name: most_threads() + 1})
+    assert info.value.kind == "options"
+    assert info.value.message.startswith(f"{name} must be at most {most_threads()} (four for each of")
+
+
+def test_a_context_too_large_to_make_is_not_blamed_on_the_file(tiny_gguf: Path) -> None:
+    with pytest.raises(ValueError) as info:
+        LlamaCpp(tiny_gguf, n_ctx=2**31 - 1)
+    assert "could not make its context of n_ctx=2147483647 tokens" in str(info.value)
+    assert "lower n_ctx" in str(info.value) and "damaged" not in str(info.value)
 
 
 @pytest.mark.parametrize("path", [None, 123, b"model.gguf"])

@@ -163,12 +163,23 @@ def test_bad_thread_counts_are_refused(tiny_gguf: Path, bad: object) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"n_ctx": -5}, "n_ctx must be a whole number, 0 or more (0: the model's training length), got -5"),
-        ({"n_ctx": "x"}, "n_ctx must be a whole number, 0 or more (0: the model's training length), got 'x'"),
-        ({"n_batch": 0}, "n_batch must be a whole number, 1 or more, got 0"),
-        ({"n_batch": 8.0}, "n_batch must be a whole number, 1 or more, got 8.0"),
-        ({"prefill_chunk": "a"}, "prefill_chunk must be a whole number, 1 or more, got 'a'"),
-        ({"prefill_chunk": 0}, "prefill_chunk must be a whole number, 1 or more, got 0"),
+        (
+            {"n_ctx": -5},
+            "n_ctx must be a whole number from 0 to 2147483647 (0: the model's training length), got -5",
+        ),
+        (
+            {"n_ctx": "x"},
+            "n_ctx must be a whole number from 0 to 2147483647 (0: the model's training length), got 'x'",
+        ),
+        ({"n_batch": 0}, "n_batch must be a whole number from 1 to 2147483647, got 0"),
+        ({"n_batch": 8.0}, "n_batch must be a whole number from 1 to 2147483647, got 8.0"),
+        ({"prefill_chunk": "a"}, "prefill_chunk must be a whole number from 1 to 2147483647, got 'a'"),
+        ({"prefill_chunk": 0}, "prefill_chunk must be a whole number from 1 to 2147483647, got 0"),
+        # llama.cpp keeps it in 32 bits: 2**32 would wrap around to 0, the training length
+        (
+            {"n_ctx": 2**32},
+            "n_ctx must be a whole number from 0 to 2147483647 (0: the model's training length), got 4294967296",
+        ),
     ],
 )
 def test_bad_sizes_are_refused_naming_the_option(

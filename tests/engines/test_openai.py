@@ -538,7 +538,7 @@ def formats(server: FaultServer) -> list[str | None]:
     ("opts", "message"),
     [
         ({"frobnicate": 1}, "unknown option(s) ['frobnicate']"),
-        ({"max_tokens": 0}, "max_tokens must be an integer in [1, 2147483648], got 0"),
+        ({"max_tokens": 0}, "max_tokens must be an integer in [1, 2147483647], got 0"),
         ({"temperature": "hot"}, "temperature must be a number in [0.0, 100.0], got 'hot'"),
         ({"constraint": {"regex": "a"}}, 'constraint must be {"json": <JSON Schema>}'),
         (

@@ -8,7 +8,15 @@ from pathlib import Path
 from ...errors import AerixError
 from . import _llama
 
-__all__ = ["check_gguf", "default_threads", "guard_amx"]
+__all__ = ["check_gguf", "default_threads", "guard_amx", "most_threads", "usable_cpus"]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def default_threads() -> int:
@@ -19,11 +27,14 @@ def default_threads() -> int:
     CPUs, one busy CPU stalls them all (on 2 CPUs with one busy, a prefill took 53 s
     instead of 4 s). Half the CPUs leaves room for other work (docs/benchmarks.md).
     """
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, cpus // 2)
+    return max(1, usable_cpus() // 2)
+
+
+def most_threads() -> int:
+    """The most threads the engine takes: four a CPU. More only slow llama.cpp down (its
+    threads spin while they wait for each other), and thousands make it hang or abort the
+    process (`std::bad_alloc`) rather than fail."""
+    return 4 * usable_cpus()
 
 
 _GGUF_MAGIC = b"GGUF"

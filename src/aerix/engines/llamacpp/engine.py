@@ -34,7 +34,7 @@ from ._decode import Counts, Decoder, Job
 from ._fit import FitScorer
 from ._hooks import default_hooks
 from ._lookahead import Lookahead
-from ._open import check_gguf, default_threads, guard_amx
+from ._open import check_gguf, default_threads, guard_amx, most_threads
 from ._request import Request, parse_request
 from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
@@ -226,10 +226,12 @@ class LlamaCpp:
             ("n_batch", n_batch, 1),
             ("prefill_chunk", prefill_chunk, 1),
         ):
-            if isinstance(size, bool) or not isinstance(size, int) or size < least:
+            # llama.cpp keeps each in 32 bits: a larger one would wrap around
+            if isinstance(size, bool) or not isinstance(size, int) or not least <= size < 1 << 31:
                 more = " (0: the model's training length)" if name == "n_ctx" else ""
                 raise AerixError(
-                    "options", f"{name} must be a whole number, {least} or more{more}, got {size!r}"
+                    "options",
+                    f"{name} must be a whole number from {least} to {(1 << 31) - 1}{more}, got {size!r}",
                 )
         biases = {
             "copy_bias": copy_bias,
@@ -258,9 +260,17 @@ class LlamaCpp:
             raise AerixError("options", f"fit_threshold must be a number or None, got {fit_threshold!r}")
         _check_llama_kwargs(llama_kwargs)
         batch_threads = llama_kwargs.get("n_threads_batch")
+        most = most_threads()
         for name, value in (("n_threads", n_threads), ("n_threads_batch", batch_threads)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise AerixError("options", f"{name} must be a whole number, 1 or more, got {value!r}")
+            if value is not None and value > most:
+                raise AerixError(
+                    "options",
+                    f"{name} must be at most {most} (four for each of this machine's {most // 4} CPUs), "
+                    f"got {value}; more only slow llama.cpp down (None: the engine's default, "
+                    f"{default_threads()})",
+                )
         if not isinstance(amx, bool):
             raise AerixError("options", f"amx must be True or False, got {amx!r}")
         if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
@@ -285,7 +295,15 @@ class LlamaCpp:
                 verbose=verbose,
                 **llama_kwargs,
             )
-        except ValueError as exc:
+        except (ValueError, MemoryError) as exc:
+            if isinstance(exc, MemoryError) or "llama_context" in str(
+                exc
+            ):  # the model loaded, not its context
+                raise ValueError(
+                    f"llama.cpp loaded {str(path)!r} but could not make its context of n_ctx={n_ctx} "
+                    f"tokens ({exc}): lower n_ctx (0: the model's training length), or free memory "
+                    "(LlamaCpp(..., verbose=True) shows llama.cpp's own log)"
+                ) from exc
             raise ValueError(
                 f"llama.cpp could not load {str(path)!r} ({exc}): the file is a GGUF but may be "
                 "truncated or damaged, or of a model architecture this llama-cpp-python does not know; "
