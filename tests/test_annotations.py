@@ -166,6 +166,49 @@ def test_a_pydantic_dataclass_is_pydantics_schema_and_conversion() -> None:
     assert booking.guests == [Item(sku="a", color=Color.RED)]
 
 
+@pydantic.dataclasses.dataclass
+class PostalAddress:
+    """A postal address.
+
+    Attributes:
+        street: The street and number.
+        city: The city's name.
+    """
+
+    street: str
+    city: Annotated[str, "Where it is"]  # the Annotated text comes before the docstring's
+    zip: str = pydantic.Field(default="", description="The postcode")
+
+
+class Shipment(pydantic.BaseModel):
+    """Where a parcel goes.
+
+    Attributes:
+        to: The address.
+    """
+
+    to: PostalAddress
+    express: bool = False
+
+
+def test_a_pydantic_class_s_docstring_is_read_as_a_dataclass_s() -> None:
+    for cls in (PostalAddress, Shipment):
+        s = schema(cls)
+        assert "Attributes" not in json.dumps(s)
+    address = schema(PostalAddress)
+    assert address["description"] == "A postal address."
+    assert {k: p.get("description") for k, p in address["properties"].items()} == {
+        "street": "The street and number.",
+        "city": "Where it is",
+        "zip": "The postcode",
+    }
+    shipment = schema(Shipment)
+    assert shipment["description"] == "Where a parcel goes."
+    assert shipment["properties"]["to"]["description"] == "The address."
+    inner = shipment["properties"]["to"]  # the nested class's own docstring, through its $ref
+    assert inner["properties"]["street"]["description"] == "The street and number."
+
+
 def test_a_dataclass_whose_init_needs_more_than_its_fields_is_refused() -> None:
     @dataclasses.dataclass
     class Order:

@@ -191,3 +191,16 @@ def test_a_pydantic_output_is_dumped_by_its_aliases_as_its_schema_and_text_are()
     ev = FinalEvent(text='{"firstName": "Ann"}', output=Person(firstName="Ann"))
     assert ev.to_dict()["output"] == {"firstName": "Ann"}
     assert Person.model_validate(ev.to_dict()["output"]) == ev.output
+
+
+def test_a_pydantic_dataclass_output_is_dumped_by_its_aliases_too() -> None:
+    pydantic = pytest.importorskip("pydantic")
+    dataclasses = pytest.importorskip("pydantic.dataclasses")
+
+    @dataclasses.dataclass
+    class Person:
+        first_name: str = pydantic.Field(alias="firstName")
+
+    person = pydantic.TypeAdapter(Person).validate_python({"firstName": "Ann"})
+    ev = FinalEvent(text='{"firstName": "Ann"}', output=person)
+    assert ev.to_dict()["output"] == {"firstName": "Ann"}

@@ -727,6 +727,14 @@ async def test_headers_go_with_every_request() -> None:
                 "url 'http://my host/mcp' holds ' ' (at index 9), which a URL cannot carry; percent-encode"
             ),
         ),
+        (  # the index is of the URL as shown, without its user and password
+            lambda: MCPServer.http("http://me:secret@my host/mcp"),
+            re.escape("url 'http://my host/mcp' holds ' ' (at index 9), which a URL cannot carry"),
+        ),
+        (  # a bad character in the password: said, not shown
+            lambda: MCPServer.http("http://me:se cret@host/mcp"),
+            re.escape("the user or password of url 'http://host/mcp' holds a character a URL cannot carry"),
+        ),
         (
             lambda: MCPServer.http("http://x/mcp", headers={"X-Key": "a\r\nInjected: 1"}),
             re.escape("headers['X-Key'] holds '\\r' (at index 1), which an HTTP header cannot carry"),

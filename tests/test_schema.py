@@ -147,6 +147,8 @@ def test_a_root_schema_dialect_is_taken_and_dropped() -> None:
         ({"minimum": 5, "maximum": 2}, "minimum (5) is above maximum (2); no value can fit"),
         ({"minLength": 3, "maxLength": 2}, "minLength (3) is above maxLength (2)"),
         ({"pattern": "("}, "schema.pattern '(' is not a valid regular expression"),
+        # the error is about the pattern as written, not as aerix spells it for Python
+        ({"pattern": r"^\s+(abc$"}, "unterminated subpattern at position 4"),
         ({"pattern": 3}, "schema.pattern must be a string"),
         ({"enum": []}, "schema.enum must be a non-empty list of values"),
         ({"required": "a"}, "schema.required must be a list of distinct property names"),
@@ -306,6 +308,15 @@ def test_boolean_subschemas() -> None:
         ),
         ({"pattern": r"^[\s$]+$"}, "$\u2028", None),  # inside a class: $ itself, and \s's spaces
         ({"pattern": r"^cost\$$"}, "cost$", None),
+        ({"pattern": r"^a[^\S\n]b$"}, "a\u00a0b", None),  # \S in a class: ECMAScript's too
+        (
+            {"pattern": r"^[\S]$"},
+            "\u3000",
+            'input: expected a string matching the pattern "^[\\\\S]$", got "\u3000"',
+        ),
+        ({"pattern": r"^a.b$"}, "a\rb", 'input: expected a string matching the pattern "^a.b$", got "a\\rb"'),
+        ({"pattern": r"^a.b$"}, "a-b", None),
+        ({"pattern": r"^[]$]+$"}, "$]", None),  # a ] first in a class is a member, as Python reads it
         ({"minItems": 1}, [], "input: expected at least 1 item, got 0"),
         ({"maxItems": 2}, [1, 2, 3], "input: expected at most 2 items, got 3"),
         ({"items": {"type": "integer"}}, [1, "2"], 'input[1]: expected integer, got "2"'),

@@ -549,6 +549,10 @@ def test_nested_fields_render_with_their_kinds_notes_and_sub_fields() -> None:
             "- f (string; required; at least 8 characters, or matching ^X)",
         ),
         (
+            {"type": "array", "items": {"type": "string"}, "anyOf": [{"minItems": 1}, {"maxItems": 0}]},
+            "- f (array of string; required; at least 1 item, or at most 0 items)",
+        ),
+        (
             {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]},
             "- f (string or null; required; at most 5 characters)",
         ),

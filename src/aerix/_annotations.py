@@ -21,7 +21,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, NotRequired, Required, get_args, get_origin
 
 from ._docstring import parse_docstring
@@ -347,11 +347,11 @@ class _Mapper:
         if issubclass(ann, enum.Enum):
             return _enum(ann, where)
         pydantic = sys.modules.get("pydantic")
-        if pydantic is not None and issubclass(ann, pydantic.BaseModel):
-            return self._model(ann, where)
         pydantic_dataclasses = sys.modules.get("pydantic.dataclasses")  # only there if one was made
-        if pydantic_dataclasses is not None and pydantic_dataclasses.is_pydantic_dataclass(ann):
-            return self._pydantic_dataclass(ann, where)
+        if (pydantic is not None and issubclass(ann, pydantic.BaseModel)) or (
+            pydantic_dataclasses is not None and pydantic_dataclasses.is_pydantic_dataclass(ann)
+        ):
+            return self._model(ann, where)
         if ann in self._open:
             chain = " -> ".join(c.__qualname__ for c in [*self._open[self._open.index(ann) :], ann])
             raise AerixError("options", f"{where}: {chain} is recursive; recursion is not supported")
@@ -362,16 +362,9 @@ class _Mapper:
         raise _bad(where, ann)
 
     def _model(self, cls: type, where: str) -> tuple[dict[str, Any], Converter]:
-        try:
-            raw = cls.model_json_schema()  # type: ignore[attr-defined]
-        except Exception as exc:  # pydantic refuses some types (PydanticInvalidForJsonSchema)
-            raise AerixError("options", f"{where}: {cls.__qualname__} has no JSON Schema: {exc}") from None
-        schema = check_schema(_undiscriminated(raw), where=f"{where}: {cls.__qualname__}")
-        return schema, cls.model_validate  # type: ignore[attr-defined]
-
-    def _pydantic_dataclass(self, cls: type, where: str) -> tuple[dict[str, Any], Converter]:
-        """A pydantic dataclass: pydantic's own schema and conversion (its fields' `Field(...)`
-        say descriptions, bounds and defaults that a plain dataclass's do not)."""
+        """A pydantic `BaseModel` or pydantic dataclass: pydantic's own schema (its fields'
+        `Field(...)` say descriptions, bounds and defaults) and conversion, with the class's
+        docstring read as a dataclass's is."""
         import pydantic
 
         try:
@@ -379,6 +372,10 @@ class _Mapper:
             raw = adapter.json_schema()
         except Exception as exc:  # pydantic refuses some types (PydanticInvalidForJsonSchema)
             raise AerixError("options", f"{where}: {cls.__qualname__} has no JSON Schema: {exc}") from None
+        fields = getattr(cls, "__pydantic_fields__", {})
+        _documented(raw, {f.alias or name: f.metadata for name, f in fields.items()})
+        for sub in raw.get("$defs", {}).values():
+            _documented(sub, {})
         schema = check_schema(_undiscriminated(raw), where=f"{where}: {cls.__qualname__}")
         return schema, adapter.validate_python
 
@@ -425,6 +422,26 @@ class _Mapper:
         if dataclass:
             return schema, _build(cls, converters)
         return schema, (_convert_keys(converters) if converters else same)
+
+
+def _documented(schema: dict[str, Any], metadata: Mapping[str, list[Any]]) -> None:
+    """A pydantic class's schema, its docstring read as a dataclass's: pydantic gives the whole
+    docstring as the object's description, `Attributes:` section and all; the description is
+    what comes before the sections, and each field without a description of its own takes its
+    `Annotated` text (`metadata`, by the property's name) or the section's line."""
+    said = schema.get("description")
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return
+    doc = parse_docstring(said if isinstance(said, str) else None, attributes=True)
+    if doc.description:
+        schema["description"] = doc.description
+    else:
+        schema.pop("description", None)
+    for name, prop in properties.items():
+        text = next((m for m in metadata.get(name, ()) if isinstance(m, str)), doc.params.get(name))
+        if isinstance(prop, dict) and text and "description" not in prop:
+            prop["description"] = text
 
 
 def _check_init_vars(cls: type, fields: list[str], where: str) -> None:

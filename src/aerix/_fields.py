@@ -13,7 +13,6 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -75,7 +74,7 @@ class Field:
             isinstance(enum, str | bytes | Mapping) or not isinstance(enum, typing.Iterable)
         ):
             raise AerixError("options", f"enum must be a list of values, got {enum!r}")
-        if isinstance(enum, AbstractSet):  # no order: the schema and the prompt would change per process
+        if isinstance(enum, set | frozenset):  # no order: the schema and the prompt would change per process
             raise AerixError(
                 "options",
                 f"enum must be a list of values, got a {enum.__class__.__name__} {enum!r}, whose order "

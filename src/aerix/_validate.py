@@ -39,12 +39,20 @@ def key_segment(name: str) -> str:
 
 _ECMA_SPACE = r"\s\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 r"""ECMAScript's `\s` (JSON Schema's regexes are ECMAScript's): Python's ASCII one and the rest."""
+_ECMA_NON_SPACE = (
+    r"\x00-\x08\x0e-\x1f\x21-\x9f\xa1-\u167f\u1681-\u1fff\u200b-\u2027\u202a-\u202e"
+    r"\u2030-\u205e\u2060-\u2fff\u3001-\ufefe\uff00-\U0010ffff"
+)
+r"""ECMAScript's `\S`, spelled out: every character but `_ECMA_SPACE`'s, for inside a class."""
+_ECMA_DOT = r"[^\n\r\u2028\u2029]"
+"""ECMAScript's `.`: any character but a line terminator (Python's `.` takes `\r` and U+2028)."""
 
 
 def schema_regex(pattern: str) -> re.Pattern[str]:
     r"""A JSON Schema `pattern` compiled to match as ECMAScript's regexes do, which JSON
-    Schema's are: `$` only at the very end (Python's also before a final line break),
-    `\d` and `\w` ASCII only, `\s` Unicode's spaces; raises `re.error`.
+    Schema's are: `$` only at the very end (Python's also before a final line break), `.`
+    no line terminator, `\d` and `\w` ASCII only, `\s` Unicode's spaces; raises `re.error`,
+    about `pattern` as written.
 
     Example:
         >>> bool(schema_regex("^[0-9]{3}$").search("123\n")), bool(schema_regex(r"^\d+$").search("١٢"))
@@ -59,8 +67,8 @@ def schema_regex(pattern: str) -> re.Pattern[str]:
             n = pattern[i + 1]
             if n == "s":
                 out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
-            elif n == "S" and not in_class:
-                out.append(f"[^{_ECMA_SPACE}]")
+            elif n == "S":
+                out.append(_ECMA_NON_SPACE if in_class else f"[^{_ECMA_SPACE}]")
             else:
                 out.append(pattern[i : i + 2])
             i += 2
@@ -69,11 +77,22 @@ def schema_regex(pattern: str) -> re.Pattern[str]:
             in_class = c != "]"
         elif c == "[":
             in_class = True
+            opening = "[^" if pattern.startswith("[^", i) else "["
+            if pattern.startswith("]", i + len(opening)):  # a `]` first is a member, as Python reads it
+                out.append(opening + "]")
+                i += len(opening) + 1
+                continue
         elif c == "$":
             c = r"\Z"
+        elif c == ".":
+            c = _ECMA_DOT
         out.append(c)
         i += 1
-    return re.compile("".join(out), re.ASCII)
+    try:
+        return re.compile("".join(out), re.ASCII)
+    except re.error:
+        re.compile(pattern)  # the error as written, where there is one
+        raise
 
 
 class _Fail:

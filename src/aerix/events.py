@@ -237,6 +237,10 @@ def _plain(value: object) -> Any:
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if hasattr(type(value), "__pydantic_fields__"):  # a pydantic dataclass: the keys of its schema
+            import pydantic
+
+            return pydantic.TypeAdapter(type(value)).dump_python(value, mode="json", by_alias=True)
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):  # a Pydantic model

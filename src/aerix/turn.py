@@ -154,15 +154,23 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
         notes.append("give " + " or ".join(" and ".join(map(str, o["required"])) for o in options))
     elif isinstance(options, list) and options:
         choices = [o for o in options if isinstance(o, Mapping)]
-        if "type" in schema:  # every choice is of the parent's type too: one that names none takes it,
-            choices = [o if _types(o) else {**o, "type": schema["type"]} for o in choices]
-            kinds = []  # and the choices say the kinds
+        # Choices that name no type, under a parent that says all there is of its kind (no fields
+        # or other keys of its own for them to narrow): each is of the parent's type.
+        inherited = (
+            "type" in schema
+            and "properties" not in schema
+            and not isinstance(schema.get("additionalProperties"), Mapping)
+            and not any(_types(o) for o in choices)
+        )
+        if inherited:
+            choices = [{**o, "type": schema["type"]} for o in choices]
         shapes = [_shape(o, indent + "  ") for o in choices]
         fielded = [i for i, (_, _, sub) in enumerate(shapes) if sub]
         nulls = sum(_types(o) == ["null"] for o in choices)
         if not fielded or (len(fielded) == 1 and nulls == len(choices) - 1):  # `string or null`, and
             # one with fields that may be null (`object or null`, pydantic's `Address | None`)
-            kinds += [k for k, _, _ in shapes]
+            if not inherited:  # inherited, they are of the kind the parent says already
+                kinds += [k for k, _, _ in shapes]
             noted = list(dict.fromkeys(tuple(ns) for _, ns, _ in shapes if ns))
             if len(noted) > 1:  # each choice's own: `at least 8 characters, or matching ^X`
                 notes.append(", or ".join(" and ".join(ns) for ns in noted))
@@ -170,6 +178,8 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
                 notes += [n for ns in noted for n in ns if n not in notes]
             lines += [line[2:] for line in shapes[fielded[0]][2]] if fielded else []  # up to this field
         else:
+            if inherited:  # the shapes say the kind: "one of 2 shapes", each an object
+                kinds = []
             kinds.append(f"one of {len(shapes)} shapes")
             for i, (kind, ns, sub) in enumerate(shapes, 1):
                 lines.append(f"{indent}- shape {i} ({'; '.join([kind, *ns])})")

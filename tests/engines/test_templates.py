@@ -172,6 +172,11 @@ def test_a_str_subclass_in_the_messages_reaches_the_template_as_a_plain_str() ->
         render("{{ messages[0].content.tofile('x') }}", [message])
 
 
+def test_content_that_is_no_str_reaches_the_template_as_it_is() -> None:
+    message: Any = {"role": "user", "content": None}
+    assert render("{{ messages[0].content }}|{{ messages[0].content is none }}", [message]) == "None|True"
+
+
 @pytest.mark.parametrize(
     "source", ["{{ " + "(" * 80 + "1" + ")" * 80 + " }}", "{% if 1 %}" * 300 + "x" + "{% endif %}" * 300]
 )

@@ -32,6 +32,7 @@ _VALUE_CHAR = re.compile(r"[\x20-\x7e\t]")
 
 
 def bad(message: str) -> AerixError:
+    """The error for a bad argument of `MCPServer`'s, `kind="options"`."""
     return AerixError("options", message)
 
 
@@ -40,10 +41,15 @@ def check_url(url: object) -> str:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise bad(f"MCPServer.http: url must start with http:// or https://, got {url!r}")
     shown = without_userinfo(url)  # a password stays out of the message
-    if (at := next((i for i, c in enumerate(url) if not c.isprintable() or c.isspace()), None)) is not None:
+    if (at := next((i for i, c in enumerate(shown) if not c.isprintable() or c.isspace()), None)) is not None:
         raise bad(
-            f"MCPServer.http: url {shown!r} holds {url[at]!r} (at index {at}), which a URL cannot carry; "
+            f"MCPServer.http: url {shown!r} holds {shown[at]!r} (at index {at}), which a URL cannot carry; "
             "percent-encode it (a space is %20)"
+        )
+    if any(not c.isprintable() or c.isspace() for c in url):  # in the user or password, not shown
+        raise bad(
+            f"MCPServer.http: the user or password of url {shown!r} holds a character a URL cannot "
+            "carry; percent-encode it (a space is %20)"
         )
     try:
         parts = urlsplit(url)
@@ -97,6 +103,7 @@ def check_headers(headers: object) -> dict[str, str]:
 
 
 def check_prefix(prefix: object) -> str | None:
+    """`prefix`: `None`, or a string that leaves some of it, and room for a name, in a tool's name."""
     if prefix is None:
         return None
     if not isinstance(prefix, str) or not prefix.strip():
@@ -113,12 +120,14 @@ def check_prefix(prefix: object) -> str | None:
 
 
 def check_timeout(timeout: object) -> float:
+    """`timeout`: a positive, finite number of seconds."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
         raise bad(f"MCPServer: timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
 
 
 def check_names(names: object) -> Mapping[str, str | None]:
+    """`names`: MCP tool names to aerix tool names, or to `None` (leave the tool out)."""
     if names is None:
         return {}
     if not isinstance(names, Mapping):
@@ -134,6 +143,7 @@ def check_names(names: object) -> Mapping[str, str | None]:
 
 
 def is_str_map(value: object) -> bool:
+    """Whether `value` maps strings to strings (`env`, `headers`)."""
     if not isinstance(value, Mapping):
         return False
     return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())

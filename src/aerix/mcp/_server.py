@@ -103,6 +103,7 @@ class MCPServer:
         self._closing = asyncio.Event()
         self._tail: StderrTail | None = None
         self._stray = StrayOutput(spec.name, stdio=spec.kind == "stdio")
+        """What the server sent that is not MCP, in the session now (each session starts anew)."""
         self._gone: str | None = None
         self._refused: str | None = None
         """The last HTTP error status the server answered while starting (`401 Unauthorized`)."""
@@ -277,7 +278,7 @@ class MCPServer:
         """The session's task: start, hand the tool list to `__aenter__`, wait to be closed, close."""
         tail = StderrTail(self._spec.stderr) if self._spec.kind == "stdio" else None
         self._tail = tail
-        self._stray = StrayOutput(self.name, stdio=tail is not None)
+        self._stray = StrayOutput(self.name, stdio=self._spec.kind == "stdio")
         quiet_sdk_logs()
         in_session.set(True)  # this task's own context, which the SDK's tasks for the session inherit
         timed_out = False

@@ -143,6 +143,12 @@ def _template_line(exc: BaseException) -> int | None:
     return lines[-1] if lines else None
 
 
+def _plain(value: Any) -> Any:
+    """A str as a plain `str` (a subclass's own methods are no template's to call); anything
+    else as it is, for the template to take or refuse."""
+    return str.__str__(value) if isinstance(value, str) else value
+
+
 def _leading_system(messages: list[dict[str, str]]) -> int:
     """How many system messages `messages` starts with."""
     n = 0
@@ -216,9 +222,7 @@ class ChatTemplate:
             ValueError: The template refused the messages (`raise_exception`) or failed on them.
         """
         # plain strs: a str subclass's own methods (numpy's `str_.tofile`) are no template's to call
-        conversation = [
-            {"role": str.__str__(m["role"]), "content": str.__str__(m["content"])} for m in messages
-        ]
+        conversation = [{"role": _plain(m["role"]), "content": _plain(m["content"])} for m in messages]
         merged = _merge_system(conversation)
         if self._merges_system and merged is not None:
             conversation, merged = merged, None
