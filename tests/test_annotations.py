@@ -209,6 +209,33 @@ def test_a_pydantic_class_s_docstring_is_read_as_a_dataclass_s() -> None:
     assert inner["properties"]["street"]["description"] == "The street and number."
 
 
+class Booked(pydantic.BaseModel):
+    """A booking.
+
+    Attributes:
+        city_name: Where to go.
+    """
+
+    model_config = pydantic.ConfigDict(alias_generator=lambda name: name.replace("_", "-"))
+    city_name: str
+    nights: Annotated[int, "How many nights"]
+
+
+def test_a_pydantic_class_s_docstring_is_read_under_its_aliases_and_when_nested() -> None:
+    booked = schema(Booked)
+    assert {k: p.get("description") for k, p in booked["properties"].items()} == {
+        "city-name": "Where to go.",
+        "nights": "How many nights",
+    }
+
+    class Trip(pydantic.BaseModel):
+        booking: Booked
+
+    nested = schema(Trip)["properties"]["booking"]  # pydantic's $defs, inlined
+    assert nested["properties"]["nights"]["description"] == "How many nights"
+    assert nested["properties"]["city-name"]["description"] == "Where to go."
+
+
 def test_a_dataclass_whose_init_needs_more_than_its_fields_is_refused() -> None:
     @dataclasses.dataclass
     class Order:

@@ -795,6 +795,22 @@ def test_bad_threads_are_refused_by_argparse(
     assert loads == []
 
 
+def test_more_threads_than_the_engine_takes_are_named_as_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("llama_cpp")
+    assert cli.main(["run", "hi", "--threads", "100000", "--tools", "none"]) == 2  # refused before loading
+    err = capsys.readouterr().err
+    assert err.startswith("aerix: error: --threads: n_threads must be at most ")
+    assert "(without --threads: the engine's, " in err and "None" not in err
+
+
+def test_a_model_path_that_names_threads_is_still_the_models(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    missing = str(tmp_path / "n_threads_model.gguf")
+    assert cli.main(["run", "hi", "--model", missing]) == 2
+    assert capsys.readouterr().err.startswith("aerix: error: --model: no GGUF file at ")
+
+
 def test_threads_with_a_server_are_refused(loads: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "hi", "--server", "http://127.0.0.1:1/v1", "--model", "m", "--threads", "2"]
     assert cli.main(argv) == 2

@@ -731,6 +731,10 @@ async def test_headers_go_with_every_request() -> None:
             lambda: MCPServer.http("http://me:secret@my host/mcp"),
             re.escape("url 'http://my host/mcp' holds ' ' (at index 9), which a URL cannot carry"),
         ),
+        (  # an @ in the query is no user's: the URL is shown whole
+            lambda: MCPServer.http("http://host:8080?email=a b@example.com"),
+            re.escape("url 'http://host:8080?email=a b@example.com' holds ' ' (at index 24)"),
+        ),
         (  # a bad character in the password: said, not shown
             lambda: MCPServer.http("http://me:se cret@host/mcp"),
             re.escape("the user or password of url 'http://host/mcp' holds a character a URL cannot carry"),

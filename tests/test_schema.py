@@ -316,6 +316,7 @@ def test_boolean_subschemas() -> None:
         ),
         ({"pattern": r"^a.b$"}, "a\rb", 'input: expected a string matching the pattern "^a.b$", got "a\\rb"'),
         ({"pattern": r"^a.b$"}, "a-b", None),
+        ({"pattern": r"(?s)^a.b$"}, "a\nb", None),  # a pattern that sets (?s) keeps its dot's line breaks
         ({"pattern": r"^[]$]+$"}, "$]", None),  # a ] first in a class is a member, as Python reads it
         ({"minItems": 1}, [], "input: expected at least 1 item, got 0"),
         ({"maxItems": 2}, [1, 2, 3], "input: expected at most 2 items, got 3"),

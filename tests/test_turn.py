@@ -549,6 +549,10 @@ def test_nested_fields_render_with_their_kinds_notes_and_sub_fields() -> None:
             "- f (string; required; at least 8 characters, or matching ^X)",
         ),
         (
+            {"type": "string", "anyOf": [{"type": "string", "minLength": 8}, {"pattern": "^X"}]},
+            "- f (string; required; at least 8 characters, or matching ^X)",
+        ),
+        (
             {"type": "array", "items": {"type": "string"}, "anyOf": [{"minItems": 1}, {"maxItems": 0}]},
             "- f (array of string; required; at least 1 item, or at most 0 items)",
         ),
@@ -606,6 +610,52 @@ def test_shapes_that_name_no_type_take_their_parents() -> None:
         "    - shape 2 (object)",
         '      - kind (string; required; always "iban")',
         "      - iban (string; required)",
+    ]
+
+
+def test_choices_that_narrow_the_parents_fields_read_with_what_the_parent_says_of_them() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "mode": {"type": "string", "enum": ["file", "url"]},
+            "path": {"type": "string"},
+            "url": {"type": "string"},
+        },
+        "required": ["mode"],
+        "oneOf": [
+            {"properties": {"mode": {"const": "file"}}, "required": ["path"]},
+            {"properties": {"mode": {"const": "url"}}, "required": ["url"]},
+        ],
+    }
+    t = tool(name="t", schema=schema, run=lambda i: "")
+    assert render_tool(t).splitlines()[2:] == [
+        "  - shape 1 (object)",
+        '    - mode (string; optional; always "file")',
+        "    - path (string; required)",  # not "any JSON value": the parent says it is a string
+        "  - shape 2 (object)",
+        '    - mode (string; optional; always "url")',
+        "    - url (string; required)",
+        '  - mode (string; required; one of "file", "url")',
+        "  - path (string; optional)",
+        "  - url (string; optional)",
+    ]
+
+
+def test_choices_of_a_map_keep_its_other_keys() -> None:
+    counts = {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "anyOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "integer"}}}],
+    }
+    t = tool(name="t", schema={"type": "object", "properties": {"counts": counts}}, run=lambda i: "")
+    assert render_tool(t).splitlines()[2:] == [
+        "  - counts (one of 2 shapes; optional)",
+        "    - shape 1 (object)",
+        "      - a (integer; optional)",
+        "      - any other key (integer)",
+        "    - shape 2 (object)",
+        "      - b (integer; optional)",
+        "      - any other key (integer)",
     ]
 
 

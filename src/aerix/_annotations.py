@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, NotRequired, Required, get_args, get_origin
 
 from ._docstring import parse_docstring
@@ -369,13 +370,9 @@ class _Mapper:
 
         try:
             adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(cls)
-            raw = adapter.json_schema()
+            raw = adapter.json_schema(schema_generator=_documenting())
         except Exception as exc:  # pydantic refuses some types (PydanticInvalidForJsonSchema)
             raise AerixError("options", f"{where}: {cls.__qualname__} has no JSON Schema: {exc}") from None
-        fields = getattr(cls, "__pydantic_fields__", {})
-        _documented(raw, {f.alias or name: f.metadata for name, f in fields.items()})
-        for sub in raw.get("$defs", {}).values():
-            _documented(sub, {})
         schema = check_schema(_undiscriminated(raw), where=f"{where}: {cls.__qualname__}")
         return schema, adapter.validate_python
 
@@ -424,24 +421,45 @@ class _Mapper:
         return schema, (_convert_keys(converters) if converters else same)
 
 
-def _documented(schema: dict[str, Any], metadata: Mapping[str, list[Any]]) -> None:
-    """A pydantic class's schema, its docstring read as a dataclass's: pydantic gives the whole
-    docstring as the object's description, `Attributes:` section and all; the description is
-    what comes before the sections, and each field without a description of its own takes its
-    `Annotated` text (`metadata`, by the property's name) or the section's line."""
-    said = schema.get("description")
-    properties = schema.get("properties")
+@functools.cache
+def _documenting() -> type:
+    """Pydantic's schema generator, with each pydantic class's docstring read as a dataclass's
+    (made on first use: pydantic is optional).
+
+    Pydantic gives a class's whole docstring as its object's description, `Attributes:`
+    section and all. Here the description is what comes before the sections, and each field
+    without a description of its own takes its `Annotated` text or its line of the section
+    (written under the field's alias, looked up by its name), nested classes too.
+    """
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class Documenting(GenerateJsonSchema):
+        def model_schema(self, schema: Any) -> Any:
+            return _documented(super().model_schema(schema), schema["cls"])
+
+        def dataclass_schema(self, schema: Any) -> Any:
+            return _documented(super().dataclass_schema(schema), schema["cls"])
+
+    return Documenting
+
+
+def _documented(schema: Any, cls: type) -> Any:
+    """`schema`, pydantic's for `cls`, with `cls`'s docstring read as a dataclass's (`_documenting`)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict):
-        return
-    doc = parse_docstring(said if isinstance(said, str) else None, attributes=True)
+        return schema
+    doc = parse_docstring(inspect.getdoc(cls), attributes=True)
     if doc.description:
         schema["description"] = doc.description
     else:
         schema.pop("description", None)
-    for name, prop in properties.items():
-        text = next((m for m in metadata.get(name, ()) if isinstance(m, str)), doc.params.get(name))
+    for name, field in getattr(cls, "__pydantic_fields__", {}).items():
+        alias = field.validation_alias if isinstance(field.validation_alias, str) else field.alias
+        prop = properties.get(alias or name)
+        text = next((m for m in field.metadata if isinstance(m, str)), doc.params.get(name))
         if isinstance(prop, dict) and text and "description" not in prop:
             prop["description"] = text
+    return schema
 
 
 def _check_init_vars(cls: type, fields: list[str], where: str) -> None:

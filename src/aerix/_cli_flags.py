@@ -64,6 +64,7 @@ _HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bapi_key\b"), f"--api-key (or ${API_KEY_ENV})"),
     (re.compile(r"\bread_timeout=(\S+) s\b"), r"\1 s (--read-timeout)"),
     (re.compile(r"\braise read_timeout\b"), "raise --read-timeout SECONDS"),
+    (re.compile(r"\(None: the engine's default, (\d+)\)"), r"(without --threads: the engine's, \1)"),
     # The engine's own retries, not --retries (the agent's): the command keeps their default.
     (re.compile(r"\braise retries or add replicas\b"), "try again later or add replicas"),
     # An --mcp server that died stays dead for the command's life: its `async with` is the command.

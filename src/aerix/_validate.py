@@ -58,6 +58,10 @@ def schema_regex(pattern: str) -> re.Pattern[str]:
         >>> bool(schema_regex("^[0-9]{3}$").search("123\n")), bool(schema_regex(r"^\d+$").search("١٢"))
         (False, False)
     """
+    try:  # a pattern that sets `(?s)` means its `.` to take line breaks too
+        dotall = bool(re.compile(pattern).flags & re.DOTALL)
+    except re.error:
+        dotall = False
     out: list[str] = []
     in_class = False
     i = 0
@@ -84,7 +88,7 @@ def schema_regex(pattern: str) -> re.Pattern[str]:
                 continue
         elif c == "$":
             c = r"\Z"
-        elif c == ".":
+        elif c == "." and not dotall:
             c = _ECMA_DOT
         out.append(c)
         i += 1

@@ -287,8 +287,9 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
         # The default model not installed could not be loaded (1); a bad --model value is bad usage (2).
         code = 1 if isinstance(exc, FileNotFoundError) and args.model is None else 2
         message = exc.message if isinstance(exc, AerixError) else str(exc)
-        flag = "--threads" if "n_threads" in message else "--model"
-        raise Failure(f"{flag}: {message}", code) from None
+        if args.threads is not None and message.startswith("n_threads "):
+            raise Failure(f"--threads: {cli_hints(message)}", 2) from None
+        raise Failure(f"--model: {message}", code) from None
     except (ImportError, OSError, ValueError, RuntimeError) as exc:
         raise Failure(f"cannot load the model {name!r}: {exc}", 1) from None
 

@@ -154,16 +154,11 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
         notes.append("give " + " or ".join(" and ".join(map(str, o["required"])) for o in options))
     elif isinstance(options, list) and options:
         choices = [o for o in options if isinstance(o, Mapping)]
-        # Choices that name no type, under a parent that says all there is of its kind (no fields
-        # or other keys of its own for them to narrow): each is of the parent's type.
-        inherited = (
-            "type" in schema
-            and "properties" not in schema
-            and not isinstance(schema.get("additionalProperties"), Mapping)
-            and not any(_types(o) for o in choices)
-        )
+        # A typed parent's keywords hold for each choice too: the choices narrow its kind rather
+        # than add to it, and each reads as a schema of its own (`_narrowed`).
+        inherited = "type" in schema
         if inherited:
-            choices = [{**o, "type": schema["type"]} for o in choices]
+            choices = [_narrowed(o, schema) for o in choices]
         shapes = [_shape(o, indent + "  ") for o in choices]
         fielded = [i for i, (_, _, sub) in enumerate(shapes) if sub]
         nulls = sum(_types(o) == ["null"] for o in choices)
@@ -216,6 +211,37 @@ def _shape(schema: Mapping[str, Any] | bool, indent: str) -> tuple[str, list[str
     # `array of object, or null`: a comma keeps the container's own options apart from its items'
     joint = ", or " if any(" of " in k for k in unique) else " or "
     return joint.join(unique) if unique else "any JSON value", notes, lines
+
+
+def _narrowed(choice: Mapping[str, Any], parent: Mapping[str, Any]) -> dict[str, Any]:
+    """A choice of a typed parent's `anyOf`/`oneOf` as a schema of its own: of the parent's type
+    where it names none, and, where it narrows the parent's fields (`"required": ["path"]`,
+    `"properties": {"mode": {"const": "file"}}`), with what the parent says of them too."""
+    out = dict(choice) if _types(choice) else {**choice, "type": parent["type"]}
+    own = parent.get("properties")
+    if isinstance(own, Mapping) and ("properties" in choice or "required" in choice):
+        said = choice.get("properties")
+        narrowed = said.items() if isinstance(said, Mapping) else ()
+        fields = {name: _both(own.get(name), sub) for name, sub in narrowed}
+        for name in choice.get("required") or ():
+            if name not in fields and isinstance(own.get(name), Mapping):
+                fields[name] = own[name]
+        out["properties"] = fields
+    extra = parent.get("additionalProperties")
+    if isinstance(extra, Mapping) and "additionalProperties" not in choice:
+        out["additionalProperties"] = extra  # the parent's other keys: "each integer"
+    return out
+
+
+def _both(field: object, narrowed: object) -> object:
+    """A parent's field as a choice narrows it: the two schemas' keywords, the choice's last (its
+    `const` in place of the parent's `enum`)."""
+    if not isinstance(field, Mapping) or not isinstance(narrowed, Mapping):
+        return narrowed
+    both = {**field, **narrowed}
+    if "const" in narrowed:
+        both.pop("enum", None)
+    return both
 
 
 def _requires_only(schema: object) -> bool:

@@ -152,5 +152,6 @@ def is_str_map(value: object) -> bool:
 def without_userinfo(url: str) -> str:
     """The URL without a `user:password@` (errors and results show the name)."""
     scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
+    end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))  # the authority ends there
+    authority, tail = rest[:end], rest[end:]
+    return f"{scheme}{sep}{authority.rpartition('@')[2]}{tail}"

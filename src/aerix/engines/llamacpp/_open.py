@@ -8,7 +8,7 @@ from pathlib import Path
 from ...errors import AerixError
 from . import _llama
 
-__all__ = ["check_gguf", "default_threads", "guard_amx", "most_threads", "usable_cpus"]
+__all__ = ["check_gguf", "default_threads", "guard_amx", "machine_cpus", "most_threads", "usable_cpus"]
 
 
 def usable_cpus() -> int:
@@ -30,11 +30,16 @@ def default_threads() -> int:
     return max(1, usable_cpus() // 2)
 
 
+def machine_cpus() -> int:
+    """The machine's CPUs, or those this process may use if it says more (at least 1)."""
+    return max(usable_cpus(), os.cpu_count() or 1)
+
+
 def most_threads() -> int:
-    """The most threads the engine takes: four a CPU. More only slow llama.cpp down (its
-    threads spin while they wait for each other), and thousands make it hang or abort the
-    process (`std::bad_alloc`) rather than fail."""
-    return 4 * usable_cpus()
+    """The most threads the engine takes: four for each of the machine's CPUs. More only slow
+    llama.cpp down (its threads spin while they wait for each other), and thousands make it
+    hang or abort the process (`std::bad_alloc`) rather than fail."""
+    return 4 * machine_cpus()
 
 
 _GGUF_MAGIC = b"GGUF"

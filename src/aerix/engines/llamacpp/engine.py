@@ -267,7 +267,8 @@ class LlamaCpp:
             if value is not None and value > most:
                 raise AerixError(
                     "options",
-                    f"{name} must be at most {most} (four for each of this machine's {most // 4} CPUs), "
+                    f"{name} must be at most {most} (four for each of the machine's {most // 4} "
+                    f"CPU{'s' if most > 4 else ''}), "
                     f"got {value}; more only slow llama.cpp down (None: the engine's default, "
                     f"{default_threads()})",
                 )
