@@ -574,6 +574,12 @@ def test_each_keyword_renders_as_a_note(schema: dict[str, Any], line: str) -> No
     assert render_tool(t).splitlines()[2] == "  " + line
 
 
+def rendered(name: str, field: dict[str, Any]) -> list[str]:
+    """The system message's lines for one optional field of a schema tool."""
+    t = tool(name="t", schema={"type": "object", "properties": {name: field}}, run=lambda i: "")
+    return render_tool(t).splitlines()[2:]
+
+
 def test_shapes_of_an_any_of_render_each_with_its_fields() -> None:
     either = {
         "anyOf": [
@@ -581,8 +587,7 @@ def test_shapes_of_an_any_of_render_each_with_its_fields() -> None:
             {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}},
         ]
     }
-    t = tool(name="t", schema={"type": "object", "properties": {"where": either}}, run=lambda i: "")
-    assert render_tool(t).splitlines()[2:] == [
+    assert rendered("where", either) == [
         "  - where (one of 2 shapes; optional)",
         "    - shape 1 (object)",
         "      - city (string; required)",
@@ -647,8 +652,7 @@ def test_choices_of_a_map_keep_its_other_keys() -> None:
         "additionalProperties": {"type": "integer"},
         "anyOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "integer"}}}],
     }
-    t = tool(name="t", schema={"type": "object", "properties": {"counts": counts}}, run=lambda i: "")
-    assert render_tool(t).splitlines()[2:] == [
+    assert rendered("counts", counts) == [
         "  - counts (one of 2 shapes; optional)",
         "    - shape 1 (object)",
         "      - a (integer; optional)",
