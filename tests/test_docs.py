@@ -388,6 +388,17 @@ def test_the_pages_show_outputs_in_output_blocks(page: Path) -> None:
     assert not problems, f"{page.relative_to(ROOT)}:\n" + "\n".join(problems)
 
 
+@pytest.mark.parametrize("page", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in PAGES if p.exists()])
+def test_every_included_file_is_included_whole(page: Path) -> None:
+    """`--8<-- "path"` lines (pymdownx.snippets) name a file that exists, and none was mangled
+    (a formatter once turned one into `--8 < --"path"`, which the page then showed as code)."""
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        where = f"{page.relative_to(ROOT)}:{number}"
+        assert not re.match(r"\s*--8\s+<", line), f"{where}: a mangled include: {line!r}"
+        if included := re.fullmatch(r'\s*--8<-- "([^"]+)"', line):
+            assert (ROOT / included[1]).is_file(), f"{where}: no file {included[1]!r}"
+
+
 def test_the_block_reader_honours_no_run_indented_fences_and_prose_between() -> None:
     text = (
         "# Page\n\n```python\nx = 1\n```\n\n<!-- no-run -->\n\n```python\nraise SystemExit\n```\n\n"
