@@ -62,9 +62,11 @@ DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they hel
 HEARTBEAT_S = 10.0
 """Seconds between keep-alive comments on a quiet stream (a closed tab is noticed on the next write)."""
 PROGRESS_S = 0.25
+"""Seconds between two readings of the engine's `progress` during a run."""
 MAX_BODY = 4 << 20
 """The largest run request read, in bytes (4 MiB: a prompt far longer than any context)."""
-"""Seconds between two readings of the engine's `progress` during a run."""
+_RUN_SHAPE = '{"prompt": "...", "settings": {...}}'
+"""What a run request's body looks like, as its errors show it."""
 
 
 def create_app(
@@ -98,8 +100,31 @@ def create_app(
 
     Raises:
         AerixError: `kind="options"` for two tools with one name or bad defaults.
+
+    Example:
+        >>> import aerix, uvicorn
+        >>> engine = aerix.load("smollm2-instruct")  # one model, shared by every session
+        >>> app = create_app(lambda: engine, model_name="smollm2-instruct")
+        >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """
     pickable = list(_demo_tools() if tools is None else tools)
+    by_name = _by_name(pickable)
+    agent_hooks = Hooks.of(hooks)
+    defaults = parse_settings(
+        {"temperature": temperature},
+        Settings(instructions=instructions, tools=tuple(by_name), limits=limits or Limits()),
+        by_name,
+    )
+    config = {"model": model_name, "tools": tool_summaries(pickable), "defaults": defaults.to_dict()}
+    endpoints = _Endpoints(model_factory, by_name, defaults, agent_hooks, config)
+    middleware = [Middleware(_Guard, hosts=list(allowed_hosts) if allowed_hosts else None)]
+    app = Starlette(routes=endpoints.routes(), middleware=middleware, lifespan=endpoints.lifespan)
+    app.state.sessions = endpoints.store
+    return app
+
+
+def _by_name(pickable: Sequence[object]) -> dict[str, Tool]:
+    """The pickable tools by name, in their order; a non-tool or a name given twice is refused."""
     by_name: dict[str, Tool] = {}
     for t in pickable:
         if not isinstance(t, Tool):
@@ -109,61 +134,76 @@ def create_app(
         if t.name in by_name:
             raise AerixError("options", f"two tools are named {t.name!r}; tool names must be unique")
         by_name[t.name] = t
-    agent_hooks = Hooks.of(hooks)
-    defaults = parse_settings(
-        {"temperature": temperature},
-        Settings(instructions=instructions, tools=tuple(by_name), limits=limits or Limits()),
-        by_name,
-    )
-    store = SessionStore()
-    config = {"model": model_name, "tools": tool_summaries(pickable), "defaults": defaults.to_dict()}
+    return by_name
 
-    async def page(request: Request) -> Response:
-        session, new = _session(request, store)
+
+class _Endpoints:
+    """The app's endpoints and lifespan, over one store of sessions."""
+
+    def __init__(
+        self,
+        model_factory: ModelFactory,
+        by_name: dict[str, Tool],
+        defaults: Settings,
+        hooks: Hooks,
+        config: dict[str, Any],
+    ) -> None:
+        self._model_factory = model_factory
+        self._by_name = by_name
+        self._defaults = defaults
+        self._hooks = hooks
+        self._config = config
+        self.store = SessionStore()
+
+    def routes(self) -> list[Route | Mount]:
+        """The routes, as the module's docstring lists them."""
+        return [
+            Route("/", self.page),
+            Route("/favicon.ico", self.favicon),
+            Route("/api/config", self.get_config),
+            Route("/api/session", self.get_session),
+            Route("/api/run", self.post_run, methods=["POST"]),
+            Route("/api/stop", self.post_stop, methods=["POST"]),
+            Route("/api/reset", self.post_reset, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+
+    async def page(self, request: Request) -> Response:
+        session, new = _session(request, self.store)
         response = FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
         return _with_cookie(response, session, new)
 
-    async def favicon(request: Request) -> Response:
+    async def favicon(self, request: Request) -> Response:
         return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
-    async def get_config(request: Request) -> Response:
-        return _Json(config)
+    async def get_config(self, request: Request) -> Response:
+        return _Json(self._config)
 
-    async def get_session(request: Request) -> Response:
-        session, new = _session(request, store)
+    async def get_session(self, request: Request) -> Response:
+        session, new = _session(request, self.store)
         body = {
             "busy": session.busy,
-            "settings": (session.settings or defaults).to_dict(),
+            "settings": (session.settings or self._defaults).to_dict(),
             "runs": [r.to_dict() for r in session.runs],
         }
         return _with_cookie(_Json(body), session, new)
 
-    async def post_run(request: Request) -> Response:
+    async def post_run(self, request: Request) -> Response:
         refused = _refuse_cross_site(request, json_body=True)
         if refused is not None:
             return refused
-        session, new = _session(request, store)
-        raw = await _body(request)
-        if raw is None:
-            too_long = f"the request is larger than {MAX_BODY >> 20} MiB; send a shorter prompt"
-            return _error(413, too_long, session, new)
-        shape = '{"prompt": "...", "settings": {...}}'
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):
-            return _error(400, f"the body must be JSON: {shape}", session, new)
-        if not isinstance(body, dict):
-            return _error(400, f"the body must be a JSON object: {shape}", session, new)
-        prompt = body.get("prompt")
-        if prompt is not None and not isinstance(prompt, str):
-            return _error(400, f"prompt must be a string, got {type(prompt).__name__}", session, new)
-        if not prompt or not prompt.strip():
-            return _error(400, "the prompt is empty; type a message first", session, new)
+        session, new = _session(request, self.store)
+        body = await _run_request(request)
+        if isinstance(body, tuple):
+            status, message = body
+            return _error(status, message, session, new)
         if session.busy:
             return _busy(session, new)
         try:
-            settings = parse_settings(body.get("settings"), defaults, by_name)
-            run, dropped = await session.start(prompt, settings, by_name, model_factory, agent_hooks)
+            settings = parse_settings(body.get("settings"), self._defaults, self._by_name)
+            run, dropped = await session.start(
+                body["prompt"], settings, self._by_name, self._model_factory, self._hooks
+            )
         except ModelFailed as exc:
             return _error(500, f"could not make the model: {exc}", session, new)
         except AerixError as exc:
@@ -175,19 +215,19 @@ def create_app(
         response = StreamingResponse(stream, media_type="text/event-stream", headers=headers)
         return _with_cookie(response, session, new)
 
-    async def post_stop(request: Request) -> Response:
+    async def post_stop(self, request: Request) -> Response:
         refused = _refuse_cross_site(request)
         if refused is not None:
             return refused
-        session, new = _session(request, store)
+        session, new = _session(request, self.store)
         stopped = session.stop("stopped from the page")
         return _with_cookie(_Json({"stopped": stopped}), session, new)
 
-    async def post_reset(request: Request) -> Response:
+    async def post_reset(self, request: Request) -> Response:
         refused = _refuse_cross_site(request)
         if refused is not None:
             return refused
-        session, new = _session(request, store)
+        session, new = _session(request, self.store)
         try:
             session.reset()
         except AerixError as exc:
@@ -195,31 +235,34 @@ def create_app(
         return _with_cookie(_Json({"reset": True}), session, new)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         yield
+        store = self.store
         for session in store:  # shutting down: end the runs in progress with `abort`
             session.stop("the server is shutting down")
         tasks = [s.current.task for s in store if s.current is not None and s.current.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5)
 
-    middleware = [Middleware(_Guard, hosts=list(allowed_hosts) if allowed_hosts else None)]
-    app = Starlette(
-        routes=[
-            Route("/", page),
-            Route("/favicon.ico", favicon),
-            Route("/api/config", get_config),
-            Route("/api/session", get_session),
-            Route("/api/run", post_run, methods=["POST"]),
-            Route("/api/stop", post_stop, methods=["POST"]),
-            Route("/api/reset", post_reset, methods=["POST"]),
-            Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ],
-        middleware=middleware,
-        lifespan=lifespan,
-    )
-    app.state.sessions = store
-    return app
+
+async def _run_request(request: Request) -> dict[str, Any] | tuple[int, str]:
+    """A run request's body, its prompt a string with some text; or the HTTP status and
+    message that refuse it."""
+    raw = await _body(request)
+    if raw is None:
+        return 413, f"the request is larger than {MAX_BODY >> 20} MiB; send a shorter prompt"
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return 400, f"the body must be JSON: {_RUN_SHAPE}"
+    if not isinstance(body, dict):
+        return 400, f"the body must be a JSON object: {_RUN_SHAPE}"
+    prompt = body.get("prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        return 400, f"prompt must be a string, got {type(prompt).__name__}"
+    if not prompt or not prompt.strip():
+        return 400, "the prompt is empty; type a message first"
+    return body
 
 
 async def _stream(run: Run, hello: dict[str, Any]) -> AsyncIterator[str]:
