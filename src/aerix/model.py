@@ -19,6 +19,7 @@ from .errors import AerixError
 __all__ = [
     "ChatMessage",
     "Constraint",
+    "ContextExceeded",
     "Delta",
     "FinishReason",
     "GenerateOptions",
@@ -89,6 +90,35 @@ class Delta:
     """On the done delta: `"stop"` (ended on its own) or `"length"` (cut by `max_tokens`)."""
     usage: Usage | None = None
     """On the done delta: the generation's token counts."""
+
+
+class ContextExceeded(Exception):
+    """The prompt does not fit in the model's context: raised by an engine before its first delta.
+
+    `LlamaCpp` raises it when the prompt's tokens and the generation's `max_tokens` together
+    exceed its `n_ctx`; `OpenAICompatible` turns a server's context-length error into it. An
+    `Agent` that meets it leaves older exchanges out and asks again (`TrimEvent`).
+
+    Args:
+        prompt_tokens: The prompt's size in tokens, as the engine counted it (0 if unknown).
+        context_window: The context's size in tokens (0 if unknown).
+        message: What the engine or server said; by default one made from the two sizes.
+    """
+
+    def __init__(self, prompt_tokens: int, context_window: int, message: str | None = None) -> None:
+        self.prompt_tokens = prompt_tokens
+        """The prompt's size in tokens (0 if unknown)."""
+        self.context_window = context_window
+        """The context's size in tokens (0 if unknown)."""
+        if message is None:
+            message = (
+                f"the prompt has {prompt_tokens} tokens and does not fit in the context of "
+                f"{context_window} tokens"
+            )
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.prompt_tokens, self.context_window, str(self)))
 
 
 @runtime_checkable
