@@ -18,6 +18,7 @@ PACKAGE = SRC / "aerix"
 FLOOR = {"aerix.model", "aerix.abort", "aerix.errors"}
 LOOP = {
     "aerix.agent",
+    "aerix._lifecycle",
     "aerix._checks",
     "aerix._guard",
     "aerix._hooks",
@@ -92,7 +93,7 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
 def layer(name: str) -> str:
     if name in FLOOR:
         return "floor"
-    if name in CONTRACT:
+    if name in CONTRACT or name.rpartition(".")[0] in CONTRACT:  # a module of a package (aerix.turn)
         return "contract"
     if name.startswith("aerix.engines"):
         return "engine"
