@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import inspect
 import json
 import math
 import re
@@ -1096,3 +1097,18 @@ def test_n_threads_also_sets_the_prefill_threads(tiny_gguf: Path) -> None:
         assert engine._llama.n_threads_batch == 2
     finally:
         engine.close()
+    engine = LlamaCpp(tiny_gguf, n_threads=1, n_threads_batch=None)  # None: the engine's default
+    try:
+        assert engine._llama.n_threads_batch == 1
+    finally:
+        engine.close()
+
+
+def test_the_checked_options_are_the_constructors_own() -> None:
+    """The hint for a misspelt option draws on the checked options' names: they are LlamaCpp's."""
+    from dataclasses import fields
+
+    from aerix.engines.llamacpp._options import Options
+
+    own = [p for p in inspect.signature(LlamaCpp.__init__).parameters if p != "self"]
+    assert [f.name for f in fields(Options)] == own

@@ -26,6 +26,7 @@ class KvCache:
     """
 
     def __init__(self, llama: Any, n_vocab: int) -> None:
+        _llama.fit_input_ids(llama)
         self._llama = llama
         self._n_vocab = n_vocab
         self.n_ctx = int(llama.n_ctx())

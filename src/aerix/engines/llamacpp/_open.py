@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...errors import AerixError
 from . import _llama
 
-__all__ = ["check_gguf", "default_threads", "guard_amx", "machine_cpus", "most_threads", "usable_cpus"]
+if TYPE_CHECKING:
+    from ._options import Options
+
+__all__ = [
+    "check_gguf",
+    "default_threads",
+    "guard_amx",
+    "machine_cpus",
+    "most_threads",
+    "open_model",
+    "usable_cpus",
+]
 
 
 def usable_cpus() -> int:
@@ -82,3 +94,44 @@ def guard_amx(path: Path, threads: int) -> None:
             f"{str(path)!r} in a child process ended with {failure} (ggml-org/llama.cpp#20824); "
             "load it with LlamaCpp(..., amx=False), the default, which keeps llama.cpp off that path",
         )
+
+
+def open_model(options: Options) -> Any:
+    """The loaded `llama_cpp.Llama` for checked options: the file checked as a GGUF first,
+    llama.cpp's extra buffer types left off on a CPU where its AMX path crashes (unless
+    `options.amx`, after a guarded first decode: `guard_amx`).
+
+    Raises:
+        ValueError: The file is not a GGUF, or llama.cpp could not load it or make its
+            context; each names the file and the fix.
+        AerixError: `kind="options"`: `amx=True` and llama.cpp's AMX path failed here.
+    """
+    path = options.model_path
+    check_gguf(path)
+    risky = _llama.amx_risk()
+    if options.amx and risky:
+        guard_amx(path, options.n_threads)
+    try:
+        return _llama.open_llama(
+            path,
+            extra_buffers=options.amx or not risky,
+            n_ctx=options.n_ctx,
+            n_threads=options.n_threads,
+            n_batch=options.n_batch,
+            n_ubatch=options.n_batch,
+            verbose=options.verbose,
+            **options.llama_kwargs,
+        )
+    except (ValueError, MemoryError) as exc:
+        if isinstance(exc, MemoryError) or "llama_context" in str(exc):  # the model loaded, not its context
+            raise ValueError(
+                f"llama.cpp loaded {str(path)!r} but could not make its context of n_ctx={options.n_ctx} "
+                f"tokens ({exc}): lower n_ctx (0: the model's training length), or free memory "
+                "(LlamaCpp(..., verbose=True) shows llama.cpp's own log)"
+            ) from exc
+        raise ValueError(
+            f"llama.cpp could not load {str(path)!r} ({exc}): the file is a GGUF but may be "
+            "truncated or damaged, or of a model architecture this llama-cpp-python does not know; "
+            "copy or download it again, or upgrade llama-cpp-python (LlamaCpp(..., verbose=True) "
+            "shows llama.cpp's own log)"
+        ) from exc

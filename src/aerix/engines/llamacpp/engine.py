@@ -13,28 +13,23 @@ slow down when several threads call into it.
 from __future__ import annotations
 
 import asyncio
-import difflib
-import inspect
-import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...errors import AerixError
 from ...model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
-from . import _llama
 from ._cache import KvCache
 from ._constraint import Constrained, SchemaCompiler
 from ._decode import Counts, Decoder, Job
 from ._fit import FitScorer
 from ._hooks import default_hooks
 from ._lookahead import Lookahead
-from ._open import check_gguf, default_threads, guard_amx, most_threads
+from ._open import open_model
+from ._options import Options, check_options
 from ._request import Request, parse_request
 from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
@@ -78,28 +73,6 @@ _PICKS_KEPT = 64
 FIT_THRESHOLD = 0.33
 """The default `fit_threshold` (see `LlamaCpp`), in nats per token: on BFCL's tuning part the
 lowest threshold that declines 90% of the irrelevance entries (docs/quality.md, "fit-curve")."""
-
-
-_OWN = ("model_path", "n_ctx", "n_threads", "n_batch", "n_ubatch", "verbose")
-"""`llama_cpp.Llama`'s arguments that `LlamaCpp` sets itself (`n_ubatch` is `n_batch`)."""
-
-
-def _check_llama_kwargs(kwargs: dict[str, Any]) -> None:
-    """Refuse a keyword argument that `llama_cpp.Llama` does not take by name (it would ignore
-    it) or that `LlamaCpp` sets itself, naming the closest option there is."""
-    known = _llama.llama_options() - {"self", *_OWN}
-    for name in kwargs:
-        if name in known:
-            continue
-        if name in _OWN:
-            raise AerixError("options", f"LlamaCpp sets llama_cpp.Llama's {name} itself; leave {name}= out")
-        own = set(inspect.signature(LlamaCpp.__init__).parameters) - {"self", "llama_kwargs"}
-        close = difflib.get_close_matches(name, [*sorted(own), *sorted(known)], n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise AerixError(
-            "options",
-            f"unknown option {name!r} for LlamaCpp (not one of its own, nor one llama_cpp.Llama takes){hint}",
-        )
 
 
 class LlamaCpp:
@@ -207,138 +180,62 @@ class LlamaCpp:
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
-        fix = (
-            "give the path of a .gguf model file, "
-            "or use aerix.load('smollm2-instruct') for the embedded default model"
+        options = check_options(
+            model_path,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_batch=n_batch,
+            prefill_chunk=prefill_chunk,
+            chat_template=chat_template,
+            jump_forward=jump_forward,
+            copy_bias=copy_bias,
+            close_bias=close_bias,
+            check_optional=check_optional,
+            string_choices=string_choices,
+            convert_values=convert_values,
+            pick_bias=pick_bias,
+            new_call_bias=new_call_bias,
+            no_placeholders=no_placeholders,
+            fit_threshold=fit_threshold,
+            amx=amx,
+            verbose=verbose,
+            llama_kwargs=llama_kwargs,
         )
-        if not isinstance(model_path, str | os.PathLike) or isinstance(os.fspath(model_path), bytes):
-            raise AerixError(
-                "options",
-                f"model_path must be a str or a Path, got {type(model_path).__name__} {model_path!r}; {fix}",
-            )
-        path = Path(model_path)
-        if path.is_dir():
-            raise FileNotFoundError(f"{str(path)!r} is a folder, not a GGUF file; {fix}")
-        if not path.is_file():
-            raise FileNotFoundError(f"no GGUF file at {str(path)!r}; {fix}")
-        for name, size, least in (
-            ("n_ctx", n_ctx, 0),
-            ("n_batch", n_batch, 1),
-            ("prefill_chunk", prefill_chunk, 1),
-        ):
-            # llama.cpp keeps each in 32 bits: a larger one would wrap around
-            if isinstance(size, bool) or not isinstance(size, int) or not least <= size < 1 << 31:
-                more = " (0: the model's training length)" if name == "n_ctx" else ""
-                raise AerixError(
-                    "options",
-                    f"{name} must be a whole number from {least} to {(1 << 31) - 1}{more}, got {size!r}",
-                )
-        biases = {
-            "copy_bias": copy_bias,
-            "close_bias": close_bias,
-            "pick_bias": pick_bias,
-            "new_call_bias": new_call_bias,
-        }
-        for name, bias in biases.items():
-            if isinstance(bias, bool) or not isinstance(bias, int | float) or not 0 <= bias <= 100:
-                raise AerixError("options", f"{name} must be a number from 0 to 100, got {bias!r}")
-        if not isinstance(check_optional, bool):
-            raise AerixError("options", f"check_optional must be True or False, got {check_optional!r}")
-        if not isinstance(convert_values, bool):
-            raise AerixError("options", f"convert_values must be True or False, got {convert_values!r}")
-        if not isinstance(no_placeholders, bool):
-            raise AerixError("options", f"no_placeholders must be True or False, got {no_placeholders!r}")
-        if isinstance(string_choices, bool) or not isinstance(string_choices, int) or string_choices < 1:
-            raise AerixError(
-                "options", f"string_choices must be a whole number, 1 or more, got {string_choices!r}"
-            )
-        if fit_threshold is not None and (
-            isinstance(fit_threshold, bool)
-            or not isinstance(fit_threshold, int | float)
-            or not math.isfinite(fit_threshold)
-        ):
-            raise AerixError("options", f"fit_threshold must be a number or None, got {fit_threshold!r}")
-        _check_llama_kwargs(llama_kwargs)
-        batch_threads = llama_kwargs.get("n_threads_batch")
-        most = most_threads()
-        for name, value in (("n_threads", n_threads), ("n_threads_batch", batch_threads)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise AerixError("options", f"{name} must be a whole number, 1 or more, got {value!r}")
-            if value is not None and value > most:
-                raise AerixError(
-                    "options",
-                    f"{name} must be at most {most} (four for each of the machine's {most // 4} "
-                    f"CPU{'s' if most > 4 else ''}), "
-                    f"got {value}; more only slow llama.cpp down (None: the engine's default, "
-                    f"{default_threads()})",
-                )
-        if not isinstance(amx, bool):
-            raise AerixError("options", f"amx must be True or False, got {amx!r}")
-        if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
-            raise AerixError(
-                "options",
-                f"chat_template must be a Jinja template's text (None: the model's), got {chat_template!r}",
-            )
-        threads = default_threads() if n_threads is None else n_threads
-        llama_kwargs.setdefault("n_threads_batch", threads)  # llama-cpp-python's own: every CPU
-        check_gguf(path)
-        risky = _llama.amx_risk()
-        if amx and risky:
-            guard_amx(path, threads)
-        try:
-            self._llama = _llama.open_llama(
-                path,
-                extra_buffers=amx or not risky,
-                n_ctx=n_ctx,
-                n_threads=threads,
-                n_batch=n_batch,
-                n_ubatch=n_batch,
-                verbose=verbose,
-                **llama_kwargs,
-            )
-        except (ValueError, MemoryError) as exc:
-            if isinstance(exc, MemoryError) or "llama_context" in str(
-                exc
-            ):  # the model loaded, not its context
-                raise ValueError(
-                    f"llama.cpp loaded {str(path)!r} but could not make its context of n_ctx={n_ctx} "
-                    f"tokens ({exc}): lower n_ctx (0: the model's training length), or free memory "
-                    "(LlamaCpp(..., verbose=True) shows llama.cpp's own log)"
-                ) from exc
-            raise ValueError(
-                f"llama.cpp could not load {str(path)!r} ({exc}): the file is a GGUF but may be "
-                "truncated or damaged, or of a model architecture this llama-cpp-python does not know; "
-                "copy or download it again, or upgrade llama-cpp-python (LlamaCpp(..., verbose=True) "
-                "shows llama.cpp's own log)"
-            ) from exc
-        self.model_path = path
+        self.model_path = options.model_path
         """The GGUF file."""
-        self.name = path.stem
+        self.name = options.model_path.stem
         """The model's name: the GGUF file's stem."""
+        self._llama = open_model(options)
         try:
-            _llama.fit_input_ids(self._llama)
-            self._vocab = Vocab(self._llama.model)
-            self._n_vocab = self._vocab.size
-            self._cache = KvCache(self._llama, self._n_vocab)
-            self._n_ctx = self._cache.n_ctx
-            self._template = self._load_template(chat_template)
-            # Built now, not at the first constrained generation: llguidance holds the GIL
-            # while it reads the vocabulary (0.3 s for SmolLM2's, seconds for Gemma's), which
-            # would stall the caller's event loop there, off the worker thread or not.
-            self._schemas = SchemaCompiler(self._vocab.lltokenizer(), self._n_vocab)
+            self._set_up(options)
         except BaseException:
             self._llama.close()  # nothing left half-loaded
             raise
-        self._chunk = min(prefill_chunk, n_batch)
-        self._biases = (float(copy_bias), float(close_bias))
-        self._check_optional = check_optional
-        self._string_choices = string_choices
-        self._convert_values = convert_values
-        self._pick_bias = float(pick_bias)
-        self._new_call_bias = float(new_call_bias)
-        self._no_placeholders = no_placeholders
+        self.last_stats: GenerationStats | None = None
+        """What the latest finished generation cost."""
+
+    def _set_up(self, options: Options) -> None:
+        """Everything on the loaded model: vocabulary, KV cache, chat template, schema
+        compiler, the decode loop with the hooks of the options, the worker thread's lane."""
+        self._vocab = Vocab(self._llama.model)
+        self._n_vocab = self._vocab.size
+        self._cache = KvCache(self._llama, self._n_vocab)
+        self._n_ctx = self._cache.n_ctx
+        self._template = self._load_template(options.chat_template)
+        # Built now, not at the first constrained generation: llguidance holds the GIL
+        # while it reads the vocabulary (seconds for a large one), which would stall
+        # the caller's event loop there, off the worker thread or not.
+        self._schemas = SchemaCompiler(self._vocab.lltokenizer(), self._n_vocab)
+        self._chunk = min(options.prefill_chunk, options.n_batch)
+        self._biases = (options.copy_bias, options.close_bias)
+        self._check_optional = options.check_optional
+        self._string_choices = options.string_choices
+        self._convert_values = options.convert_values
+        self._pick_bias = options.pick_bias
+        self._new_call_bias = options.new_call_bias
+        self._no_placeholders = options.no_placeholders
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
-        self._fit_threshold = None if fit_threshold is None else float(fit_threshold)
+        self._fit_threshold = options.fit_threshold
         self._fit: FitScorer | None = None
         self._bos = self._template.bos_token.encode()
         # Byte matching needs pieces that tokenise alone exactly: byte-level BPE, or a
@@ -349,25 +246,23 @@ class LlamaCpp:
             self._vocab,
             Lookahead(self._cache, self._vocab, self._tokenize),
             default_hooks(
-                copy_bias=copy_bias,
-                close_bias=close_bias,
-                string_choices=string_choices,
-                check_optional=check_optional,
-                convert_values=convert_values,
-                pick_bias=pick_bias,
+                copy_bias=options.copy_bias,
+                close_bias=options.close_bias,
+                string_choices=options.string_choices,
+                check_optional=options.check_optional,
+                convert_values=options.convert_values,
+                pick_bias=options.pick_bias,
                 score=self._fits,
-                new_call_bias=new_call_bias,
-                no_placeholders=no_placeholders,
+                new_call_bias=options.new_call_bias,
+                no_placeholders=options.no_placeholders,
             ),
-            jump_forward=jump_forward,
+            jump_forward=options.jump_forward,
         )
         self._rng = np.random.default_rng()
         self._worker = Lane()
         self._closed = False
         self._current: Job | None = None
         self._live: tuple[float, int, int, Counts, list[str]] | None = None
-        self.last_stats: GenerationStats | None = None
-        """What the latest finished generation cost."""
 
     def __repr__(self) -> str:
         return f"LlamaCpp({str(self.model_path)!r}, n_ctx={self._n_ctx})"
