@@ -1,6 +1,6 @@
 """Python annotations as JSON Schema, and converters from checked JSON back to Python values.
 
-`schema_of` maps an annotation that `@tool` takes (SPEC 9.1) to the JSON Schema
+`schema_of` maps an annotation that `@tool` takes to the JSON Schema
 of its values and a converter: `str`, `int`, `float`, `bool`, `Literal[...]`,
 `enum.Enum` classes of str or int values, `list[T]`, `dict[str, T]`,
 `TypedDict` classes, dataclasses, Pydantic `BaseModel` classes, `T | None` and
@@ -287,7 +287,7 @@ def schema_of(annotation: object, *, where: str) -> tuple[dict[str, Any], Conver
 
     Raises:
         AerixError: `kind="options"`, naming `where` and the annotation, for an
-            annotation outside SPEC 9.1's list (a recursive type included).
+            annotation `@tool` does not take (a recursive type included).
     """
     return _Mapper().schema(annotation, where)
 

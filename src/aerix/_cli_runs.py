@@ -55,7 +55,7 @@ class CtrlC:
     def _unraisable(self, unraisable: Any) -> None:
         """Python prints an exception that a ctypes callback raised, and drops it: a Ctrl-C's
         `KeyboardInterrupt` raised in llama.cpp's log callback while a model loads is not
-        printed (`check` quits after the load); anything else is, as before."""
+        printed (`check` quits after the load); anything else goes to the hook that was there."""
         if self._quit and isinstance(unraisable.exc_value, KeyboardInterrupt):
             return
         self._previous_hook(unraisable)

@@ -140,6 +140,20 @@ def _check_field(where: str, name: object, spec: object) -> Field:
 
 
 def check_fields(where: str, fields: Mapping[Any, Any], prefix: str = "") -> dict[str, Field]:
+    """Check a map of fields (nested ones too), each a `Field` or a dict of its keys.
+
+    Args:
+        where: Starts every message, e.g. `"tool 'search': field"`.
+        fields: Field name to `Field` or dict.
+        prefix: Put before each name in messages (the path of a nested object's fields).
+
+    Returns:
+        The fields as `Field`s, by name.
+
+    Raises:
+        AerixError: `kind="options"`, naming the field, for a bad name, type, enum,
+            `items` or `properties`.
+    """
     for n in fields:
         if not isinstance(n, str) or not FIELD_NAME_PATTERN.fullmatch(n):
             raise _bad(
@@ -163,6 +177,7 @@ def _field_schema(f: Field) -> dict[str, Any]:
 
 
 def fields_schema(fields: Mapping[str, Field]) -> dict[str, Any]:
+    """The JSON Schema of an object with these (checked) fields: no other key allowed."""
     return {
         "type": "object",
         "properties": {name: _field_schema(f) for name, f in fields.items()},

@@ -1,6 +1,6 @@
 """JSON Schema, the subset aerix takes: checking a schema, and whether llguidance can decode it.
 
-`check_schema` refuses any keyword outside SPEC 9.1's list (naming it and its
+`check_schema` refuses any keyword outside `SUPPORTED_KEYWORDS` (naming it and its
 JSON path) and inlines local `$ref`s, so that every schema aerix decodes or
 checks is one self-contained tree. `check_decodable` compiles a schema on
 llguidance, when it is installed, so that a schema the local constraint cannot
@@ -45,7 +45,7 @@ SUPPORTED_KEYWORDS: frozenset[str] = frozenset(
     | {"minLength", "maxLength", "pattern", "minItems", "maxItems", "format", "default"}
     | {"description", "title"}
 )
-"""The JSON Schema keywords aerix takes (SPEC 9.1); any other is refused."""
+"""The JSON Schema keywords aerix takes; any other is refused."""
 
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _ANNOTATIONS = frozenset({"description", "title", "default", "format"})
@@ -62,7 +62,7 @@ def _bad(message: str) -> AerixError:
 
 
 def check_schema(schema: object, *, where: str, decodable: bool = True) -> dict[str, Any]:
-    """Check a JSON Schema against SPEC 9.1's keywords and inline its local `$ref`s.
+    """Check a JSON Schema against `SUPPORTED_KEYWORDS` and inline its local `$ref`s.
 
     Args:
         schema: The schema, a dict (as MCP servers and `model_json_schema()` give it).

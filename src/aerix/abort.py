@@ -39,16 +39,26 @@ class AbortSignal:
 
     @property
     def reason(self) -> object:
-        """The reason given to `abort()`, or `None`."""
+        """The reason given to `abort()` (`"aborted"` where it gave none); `None` before an abort."""
         return self._reason
 
     def add_callback(self, fn: Callable[[], object]) -> Callable[[], None]:
-        """Call `fn()` once on abort (at once if already aborted). An exception from
-        `fn` is logged (logger `aerix`), not raised: it stops neither the abort nor the
-        other callbacks.
+        """Call `fn()` once on abort (at once if already aborted).
+
+        An exception from `fn` is logged (logger `aerix`), not raised: it stops neither
+        the abort nor the other callbacks.
+
+        Args:
+            fn: Called with no arguments, on the thread that aborts.
 
         Returns:
             A function that unregisters `fn`; calling it twice is harmless.
+
+        Example:
+            >>> controller = AbortController()
+            >>> remove = controller.signal.add_callback(lambda: print("stopping"))
+            >>> controller.abort()
+            stopping
         """
         with self._lock:
             if not self._aborted:
@@ -161,16 +171,28 @@ class AbortController:
     __slots__ = ("signal",)
 
     signal: AbortSignal
+    """The signal this controller aborts: hand it to a run, a generation or a tool."""
 
     def __init__(self) -> None:
         self.signal = AbortSignal()
 
     def abort(self, reason: object = None) -> None:
-        """Abort the signal; later calls do nothing. Safe from any thread."""
+        """Abort the signal and run its callbacks; later calls do nothing. Safe from any thread.
+
+        Args:
+            reason: What `signal.reason` says; `None` gives `"aborted"`.
+
+        Raises:
+            KeyboardInterrupt: Or `SystemExit`, where a callback raised one (after the
+                other callbacks ran); any other exception of a callback is logged.
+        """
         self.signal._abort("aborted" if reason is None else reason)
 
     def follow(self, signal: AbortSignal | None) -> Callable[[], None]:
-        """Abort this controller when `signal` aborts.
+        """Abort this controller when `signal` aborts, with the same reason.
+
+        Args:
+            signal: The signal to follow; `None` follows nothing.
 
         Returns:
             A function that stops following.

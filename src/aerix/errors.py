@@ -23,12 +23,24 @@ class AerixError(Exception):
         message: What was wrong, what was given and what is allowed.
         reason: For `kind="end"`, why the run ended.
         events: For `kind="end"`, every event of the run.
+
+    Example:
+        >>> from aerix import Limits
+        >>> try:
+        ...     Limits(turns=0)
+        ... except AerixError as err:
+        ...     print(err.kind, "|", err.message)
+        options | limits.turns must be at least 1, got 0
     """
 
     kind: ErrorKind
+    """What went wrong: `"options"`, `"busy"` or `"end"`."""
     message: str
+    """What was wrong, what was given and what is allowed (`str(err)` adds the kind)."""
     reason: EndReason | None
+    """For `kind="end"`, why the run ended; else `None`."""
     events: tuple[AgentEvent, ...]
+    """For `kind="end"`, every event of the run; else empty."""
 
     def __init__(
         self,
@@ -66,6 +78,13 @@ def describe(exc: BaseException) -> str:
     """An exception in one line: `Type: message`, or `Type` when it has none.
 
     Never raises, even for an exception whose `str()` does.
+
+    Args:
+        exc: The exception to describe.
+
+    Example:
+        >>> describe(ValueError("bad unit 'furlong'")), describe(TimeoutError())
+        ("ValueError: bad unit 'furlong'", 'TimeoutError')
     """
     text = _said(exc)
     text = "(its message cannot be printed)" if text is None else text
@@ -74,9 +93,18 @@ def describe(exc: BaseException) -> str:
 
 def message_of(exc: BaseException) -> str:
     """An exception's own message (`str(exc)`): what a tool's error result and an engine
-    failure's `end` event say. Its type's name where the message says nothing alone: none
-    (`raise TimeoutError()`), or a `KeyError`'s, which is only the missing key (`KeyError:
-    'city'`). Never raises, even for an exception whose `str()` does.
+    failure's `end` event say.
+
+    Its type's name where the message says nothing alone: none (`raise TimeoutError()`),
+    or a `KeyError`'s, which is only the missing key (`KeyError: 'city'`). Never raises,
+    even for an exception whose `str()` does.
+
+    Args:
+        exc: The exception whose message to give.
+
+    Example:
+        >>> message_of(ValueError("bad unit")), message_of(KeyError("city"))
+        ('bad unit', "KeyError: 'city'")
     """
     text = _said(exc)
     if not text:
@@ -85,7 +113,11 @@ def message_of(exc: BaseException) -> str:
 
 
 def a_kind(value: object) -> str:
-    """`value`'s type as a message names it: `a str`, `an int`, `None`."""
+    """`value`'s type as a message names it: `a str`, `an int`, `None`.
+
+    Args:
+        value: Any value.
+    """
     if value is None:
         return "None"
     name = type(value).__name__

@@ -42,7 +42,16 @@ def _bad(message: str) -> AerixError:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Named bounds on a run. Each is a positive integer (`retries` and `repeats` may be 0)."""
+    """Named bounds on a run. Each is a positive integer (`retries` and `repeats` may be 0).
+
+    Raises:
+        AerixError: `kind="options"`, naming the limit, for a value that is not an
+            integer or out of its range.
+
+    Example:
+        >>> Limits(turns=4, result_chars=2000).turns
+        4
+    """
 
     turns: int = 8
     """Generations per run, retries and cut turns included."""
@@ -71,7 +80,14 @@ class Limits:
 
     @classmethod
     def of(cls, value: Limits | Mapping[str, Any] | None) -> Limits:
-        """A `Limits` from a `Limits`, a dict with the same keys, or `None` (the defaults)."""
+        """A `Limits` from a `Limits`, a dict with the same keys, or `None` (the defaults).
+
+        Args:
+            value: What an agent was given as its `limits`.
+
+        Raises:
+            AerixError: `kind="options"` for an unknown key, a bad value or another type.
+        """
         if value is None:
             return cls()
         if isinstance(value, Limits):
@@ -94,6 +110,14 @@ class Hooks:
 
     A hook that raises, or returns anything but what it may return, ends the
     run with `end(reason="error")`.
+
+    Raises:
+        AerixError: `kind="options"` for a hook that is not callable.
+
+    Example:
+        >>> def no_deletes(call):
+        ...     return {"deny": "deleting is not allowed"} if call.tool == "delete" else None
+        >>> hooks = Hooks(before_call=no_deletes)
     """
 
     before_call: Callable[[Call], BeforeCall | Awaitable[BeforeCall]] | None = None
@@ -114,7 +138,15 @@ class Hooks:
 
     @classmethod
     def of(cls, value: Hooks | Mapping[str, Any] | None) -> Hooks:
-        """A `Hooks` from a `Hooks`, a dict with the same keys, or `None`."""
+        """A `Hooks` from a `Hooks`, a dict with the same keys, or `None`.
+
+        Args:
+            value: What an agent was given as its `hooks`.
+
+        Raises:
+            AerixError: `kind="options"` for an unknown key, a hook that is not callable
+                or another type.
+        """
         if value is None:
             return cls()
         if isinstance(value, Hooks):
@@ -133,7 +165,15 @@ _INTS = ("top_k", "seed")
 
 
 def check_generation(value: Mapping[str, Any] | None) -> GenerationOptions:
-    """Check the `generation` option: sampling settings without `max_tokens` and `constraint`."""
+    """Check the `generation` option: sampling settings without `max_tokens` and `constraint`.
+
+    Args:
+        value: The option as given, or `None`.
+
+    Raises:
+        AerixError: `kind="options"`, naming the key, for an unknown key, one the loop
+            sets, or a value out of its bounds.
+    """
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -177,7 +217,17 @@ def _one_key(hook: str, value: object, allowed: tuple[str, ...]) -> tuple[str, A
 
 
 def check_before_call(value: object) -> tuple[Literal["deny", "input"], Any] | None:
-    """Check what `before_call` returned."""
+    """Check what `before_call` returned.
+
+    Args:
+        value: The hook's return value.
+
+    Returns:
+        `None`, or `("deny", reason)` or `("input", replacement)`.
+
+    Raises:
+        HookError: The value is none of those, or its reason or input is of the wrong kind.
+    """
     outcome = _one_key("before_call", value, ("deny", "input"))
     if outcome is not None:
         key, v = outcome
@@ -210,7 +260,14 @@ def _not_json(value: object, path: str) -> str | None:
 
 
 def check_after_call(value: object) -> str | None:
-    """Check what `after_call` returned: the replacement result, or `None`."""
+    """Check what `after_call` returned: the replacement result, or `None`.
+
+    Args:
+        value: The hook's return value.
+
+    Raises:
+        HookError: The value is neither `None` nor `{"result": text}` with a string text.
+    """
     outcome = _one_key("after_call", value, ("result",))
     if outcome is None:
         return None
@@ -220,7 +277,14 @@ def check_after_call(value: object) -> str | None:
 
 
 def check_on_final(value: object) -> str | None:
-    """Check what `on_final` returned: the text to continue with, or `None`."""
+    """Check what `on_final` returned: the text to continue with, or `None`.
+
+    Args:
+        value: The hook's return value.
+
+    Raises:
+        HookError: The value is neither `None` nor `{"continue": text}` with some text.
+    """
     outcome = _one_key("on_final", value, ("continue",))
     if outcome is None:
         return None

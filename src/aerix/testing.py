@@ -37,6 +37,7 @@ class Cut:
     """Stream `text`, then stop as if `max_tokens` ran out (`finish="length"`)."""
 
     text: str = '{"calls":[{"tool":"'
+    """What streams before the cut (by default, a turn cut inside its first call)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,7 +45,9 @@ class Fail:
     """Stream `text`, then raise `error` mid-stream (an engine failure)."""
 
     text: str = ""
+    """What streams before the failure."""
     error: BaseException | str = "scripted engine failure"
+    """The exception raised; a string is raised as a `RuntimeError` with that message."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +55,7 @@ class Stall:
     """Stream `text`, then hang until the generation's signal is aborted."""
 
     text: str = ""
+    """What streams before the stall."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,10 +63,13 @@ class NoDone:
     """Stream `text`, then end the stream without its done delta (a broken engine)."""
 
     text: str = ""
+    """What streams before the stream ends."""
 
 
 Step: TypeAlias = "str | Cut | Fail | Stall | NoDone"
+"""What one generation plays: a turn's text, or a way for the engine to misbehave."""
 Script: TypeAlias = "Step | Callable[[list[ChatMessage]], Step]"
+"""A script entry: a step, or a function of the messages that returns one."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,7 +134,17 @@ class ScriptedModel:
     async def chat(
         self, messages: list[ChatMessage], opts: GenerateOptions | None = None
     ) -> AsyncIterator[Delta]:
-        """Play the next script entry as a stream of deltas."""
+        """Play the next script entry as a stream of deltas, and record the call.
+
+        Args:
+            messages: The conversation, system message first (copied into `calls`).
+            opts: The generation's options (copied into `calls`).
+
+        Raises:
+            RuntimeError: No entry is left to play.
+            TypeError: A callable entry returned something other than a step.
+            Exception: A `Fail` entry's error, after its text.
+        """
         opts = opts or {}
         # the loop never mutates a message it has sent, so a shallow copy is a snapshot
         self.calls.append(ScriptedCall(messages=list(messages), opts=dict(opts)))

@@ -380,6 +380,19 @@ def tool(
     the descriptions come from the docstring (Google, NumPy or reST). A
     parameter named `cx`, or annotated `ToolContext`, receives the context.
 
+    Args:
+        fn: The function to make a tool of (`@tool` without arguments).
+        name: The tool's name, matching `^[a-z][a-z0-9_]{0,63}$` (default: the
+            function's name).
+        description: What the model reads about the tool (default: the docstring's
+            description).
+        input: The explicit form's fields: name to `Field` (or a dict of its keys);
+            `{}` for a tool without input.
+        schema: The explicit form's input as a JSON Schema of an object, instead of
+            `input`.
+        run: The explicit form's function, sync or async, called as `run(input, cx)`,
+            `run(input)` or `run(input, *, cx)`.
+
     Raises:
         AerixError: `kind="options"`, naming what is wrong in the definition.
 
@@ -390,6 +403,14 @@ def tool(
         ...     return a + b
         >>> add.name, list(add.input), add.schema["required"]
         ('add', ['a', 'b'], ['a', 'b'])
+        >>> shout = tool(
+        ...     name="shout",
+        ...     description="Say a text in capitals.",
+        ...     input={"text": Field("string", "The text to say", required=True)},
+        ...     run=lambda input: input["text"].upper(),
+        ... )
+        >>> shout.schema["required"]
+        ['text']
     """
     if fn is not None:
         if any(x is not None for x in (name, description, input, schema, run)):
@@ -418,6 +439,10 @@ def tool(
 def check_input(t: Tool, value: object) -> str | None:
     """Check a call's input against the tool's whole schema.
 
+    Args:
+        t: The tool called.
+        value: The call's input.
+
     Returns:
         `None` if the input is good, else the first thing wrong with its JSON
         path: `input.items[2].qty: expected integer, got "3"`.
@@ -434,7 +459,14 @@ _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 def result_text(value: object) -> tuple[str, bool]:
     """A tool's return value as result text: a `str` as is (a subclass's value as a plain
-    `str`: a `StrEnum` member reads as its value, everywhere alike), anything else as JSON."""
+    `str`: a `StrEnum` member reads as its value, everywhere alike), anything else as JSON.
+
+    Args:
+        value: What the tool returned.
+
+    Returns:
+        The text, and whether it is an error (a value JSON cannot write).
+    """
     if isinstance(value, str):
         return str.__str__(value), False
     try:
@@ -445,7 +477,11 @@ def result_text(value: object) -> tuple[str, bool]:
 
 def surrogate_at(text: str) -> int | None:
     """Where `text`'s first surrogate is, which UTF-8 cannot encode; `None` where there is none
-    (found at the cost of one `encode`, none for ASCII)."""
+    (found at the cost of one `encode`, none for ASCII).
+
+    Args:
+        text: The text to look in.
+    """
     if text.isascii():
         return None
     try:
@@ -457,14 +493,27 @@ def surrogate_at(text: str) -> int | None:
 
 def readable(text: str) -> str:
     """`text` as UTF-8 can carry it: a lone surrogate (a file name that `os.fsdecode` could not
-    decode, `"caf\\udce9.txt"`) becomes U+FFFD, which no model would have read otherwise."""
+    decode, `"caf\\udce9.txt"`) becomes U+FFFD, which no model would have read otherwise.
+
+    Args:
+        text: The text to make readable.
+    """
     if surrogate_at(text) is None:
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def cut_result(text: str, limit: int) -> str:
-    """Cut a result to `limit` characters, with a note saying how much was cut."""
+    """Cut a result to `limit` characters, with a note saying how much was cut.
+
+    Args:
+        text: The result text.
+        limit: The most characters kept (`Limits.result_chars`).
+
+    Example:
+        >>> cut_result("abcdef", 4)
+        'abcd\\n[cut: 2 more characters]'
+    """
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n[cut: {len(text) - limit} more characters]"
@@ -476,7 +525,11 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 
 def json_copy(value: Any) -> Any:
     """A copy of a JSON value's objects and arrays (its other values cannot change); a tuple
-    becomes a list, as `json.dumps` writes it."""
+    becomes a list, as `json.dumps` writes it.
+
+    Args:
+        value: A JSON value.
+    """
     if isinstance(value, dict):
         return {k: json_copy(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

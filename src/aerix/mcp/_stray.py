@@ -7,7 +7,7 @@ when logging is not configured. Within aerix's sessions, a filter on the SDK's t
 transport loggers drops the records whose content aerix reports itself: the skipped
 lines (logged on `aerix.mcp`, one line each), and an HTTP answer that is no MCP
 (the error of the handshake or of the call names it). Every other record, and every
-record of a session that a program opens with the SDK itself, passes as before.
+record of a session that a program opens with the SDK itself, passes unchanged.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def create_app(
 
     Example:
         >>> import aerix, uvicorn
-        >>> engine = aerix.load("smollm2-instruct")  # one model, shared by every session
+        >>> engine = aerix.load("smollm2-instruct")  # doctest: +SKIP
         >>> app = create_app(lambda: engine, model_name="smollm2-instruct")
         >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """

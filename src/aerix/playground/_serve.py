@@ -57,6 +57,12 @@ def serve(
         model_name: Shown in the page's header (default: the name or path
             given, or the model's class name).
         log_level: uvicorn's log level.
+
+    Raises:
+        AerixError: `kind="options"` for bad defaults or tools (as `create_app`).
+        FileNotFoundError: A model name or path that `aerix.load` cannot find.
+        ImportError: uvicorn, or llama-cpp-python for a model to load, is missing.
+        OSError: The port is taken, or the host is not this machine's.
     """
     import uvicorn
 

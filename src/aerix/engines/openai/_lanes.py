@@ -1,8 +1,8 @@
 """A pool of HTTP connections for one event loop, one `httpx.AsyncClient` per connection.
 
 httpx's own pool looks at every connection it holds each time a request
-starts or ends (one `poll()` system call per idle connection), so with a few
-hundred agents on one loop most of the loop's time went there. A lane is a
+starts or ends (one `poll()` system call per idle connection), so with hundreds
+of agents on one loop that polling takes most of the loop's time. A lane is a
 client limited to one connection; `Lanes` hands each request an idle lane
 (the most recently used one, whose connection is warm), opens a new one while
 fewer than `size` are open, and otherwise queues the request until a lane is

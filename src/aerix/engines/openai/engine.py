@@ -117,6 +117,11 @@ class OpenAICompatible:
         http_client: Send every request with this client instead of aerix's
             own connections; aerix never closes it, and its own timeouts,
             limits and event hooks apply (not the options above).
+
+    Raises:
+        AerixError: `kind="options"`, naming the option, for a bad value: a URL
+            that is not `http://` or `https://`, a timeout that is not a positive
+            number, a header HTTP cannot carry, an unknown dialect.
     """
 
     def __init__(
@@ -165,7 +170,7 @@ class OpenAICompatible:
         self._extra_body = dict(extra_body or {})
         self._event_hooks = {k: list(v) for k, v in (event_hooks or {}).items()}
         self._given_client = http_client
-        # Loading the CA bundle takes ~25 ms: do it once, here, not on the event loop
+        # Loading the CA bundle is slow: do it once, here, not on the event loop
         # for every connection. Plain http:// needs no certificates at all.
         self._ssl: ssl.SSLContext | bool = False
         if self.base_url.startswith("https://"):
