@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import sys
@@ -191,6 +192,44 @@ def test_bad_sizes_are_refused_naming_the_option(
 
 
 # -- bad files -------------------------------------------------------------------------------
+
+
+_INTERNALS = {
+    "input_ids",
+    "n_tokens",
+    "model_params",
+    "context_params",
+    "use_extra_bufts",
+    "llama_chat_format",
+    "Jinja2ChatFormatter",
+    "llama_model_default_params",
+}
+"""What llama-cpp-python keeps below its public API: `Llama`'s token record and load parameters,
+its chat formatter, the defaults it loads with."""
+
+
+def test_only_the_llama_module_reaches_llama_cpp_pythons_internals() -> None:
+    """`_llama` pins the internals to `TESTED`: a read or write of one elsewhere would escape that."""
+    package = Path(_llama.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path == Path(_llama.__file__):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = node.attr if isinstance(node, ast.Attribute) else None
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                name = next((a.name for a in node.names if a.name.split(".")[-1] in _INTERNALS), None)
+            if name in _INTERNALS and not (
+                name == "n_tokens" and isinstance(node, ast.Attribute) and _is_cache(node.value)
+            ):
+                found.append(f"{path.relative_to(package)}:{node.lineno} {name}")
+    assert found == []
+
+
+def _is_cache(node: ast.expr) -> bool:
+    """`cache.n_tokens` or `self._cache.n_tokens`: the KV cache's own count (`KvCache.n_tokens`)."""
+    last = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return last in ("cache", "_cache", "self")
 
 
 def _closes(monkeypatch: pytest.MonkeyPatch) -> Callable[[], bool]:

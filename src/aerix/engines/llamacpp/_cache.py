@@ -37,7 +37,7 @@ class KvCache:
     @property
     def n_tokens(self) -> int:
         """How many tokens the cache holds."""
-        return int(self._llama.n_tokens)
+        return _llama.n_evaluated(self._llama)
 
     def eval(self, tokens: Sequence[int]) -> None:
         """Evaluate `tokens` after the cached ones (the history is the caller's)."""
@@ -91,10 +91,9 @@ class KvCache:
     def sync(self) -> None:
         """After a generation, however it ended: the history matches the cache."""
         n = min(self.n_tokens, len(self.history.tokens))
-        if list(self._llama.input_ids[:n]) != self.history.tokens[:n]:
+        if _llama.evaluated(self._llama, n) != self.history.tokens[:n]:
             n = 0  # should not happen; start over rather than trust a mismatch
         n = _llama.keep(self._llama, n)
-        self._llama.n_tokens = n
         self.history.truncate(n)
         if n == 0:
             self.history.clear()

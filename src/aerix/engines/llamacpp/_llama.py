@@ -1,16 +1,19 @@
 """llama-cpp-python as the engine drives it: the one module that reaches below its public API.
 
-The engine speaks llama-cpp-python's public API wherever one exists: the
-`Llama` class (`tokenize`, `eval`, `n_tokens`, `input_ids`, `metadata`,
-`model`, `ctx`) and the `llama_*` functions it binds from `llama.h`. Four
-things have no public form, and they live here, pinned to the versions in
-`TESTED` (tests/engines/test_llama_internals.py fails on any other):
+Elsewhere the engine calls the methods of the `Llama` class (`tokenize`, `eval`,
+`n_ctx`, `metadata`, `token_bos`, `close`) and the `llama_*` functions that
+llama-cpp-python binds from `llama.h` (`_vocab` reads the vocabulary with
+them). What goes below that lives here, pinned to the versions in `TESTED`
+(tests/engines/test_llamacpp_load.py fails on any other):
 
 - loading without llama.cpp's extra buffer types (`llama_model_params.use_extra_bufts`,
   which `Llama()` takes no argument for), which keeps a CPU with AMX off
   llama.cpp's AMX matrix path, where it crashes (ggml-org/llama.cpp#20824);
-- `Llama.input_ids` resized when llama.cpp rounds the context up;
-- moving `Llama.n_tokens` back after the KV cache was cut (`keep`);
+- `Llama`'s record of the evaluated tokens (`input_ids`, `n_tokens`): resized when
+  llama.cpp rounds the context up, read back, and moved back after the KV cache
+  was cut (`keep`);
+- the logits and the KV cache of `Llama.ctx`, and a second context on the same
+  weights (`ScoringContext`);
 - letting `Llama()` load a GGUF whose chat template its own formatter cannot
   compile (aerix renders templates itself, and reports that one).
 """
@@ -42,10 +45,12 @@ __all__ = [
     "ScoringContext",
     "amx_risk",
     "cpu_name",
+    "evaluated",
     "fit_input_ids",
     "keep",
     "last_logits",
     "llama_options",
+    "n_evaluated",
     "open_llama",
     "probe_decode",
     "uses_extra_buffers",
@@ -162,6 +167,18 @@ def fit_input_ids(llama: Any) -> None:
     n_ctx = int(llama.n_ctx())
     if llama.input_ids.shape[0] < n_ctx:
         llama.input_ids = np.zeros(n_ctx, dtype=np.intc)
+
+
+def n_evaluated(llama: Any) -> int:
+    """How many tokens `llama`'s KV cache holds, by its token record (`Llama.n_tokens`)."""
+    return int(llama.n_tokens)
+
+
+def evaluated(llama: Any, n: int) -> list[int]:
+    """The first `n` tokens of `llama`'s token record (`Llama.input_ids`): those the KV cache
+    holds, as `eval` recorded them."""
+    tokens: list[int] = llama.input_ids[:n].tolist()
+    return tokens
 
 
 def last_logits(llama: Any, n_vocab: int) -> Any:
