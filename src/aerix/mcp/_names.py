@@ -26,6 +26,10 @@ def aerix_name(name: str, prefix: str | None = None) -> str:
     goes before a leading digit (or stands for a name with no letter or digit at
     all). Names longer than 64 characters are cut.
 
+    Args:
+        name: The tool's name on the MCP server.
+        prefix: Put before the name (`prefix_name`), mapped the same way; `None` for none.
+
     Examples:
         >>> aerix_name("Get-Weather.v2"), aerix_name("search", "GitHub"), aerix_name("3d_render")
         ('get_weather_v2', 'github_search', 'tool_3d_render')
