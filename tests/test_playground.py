@@ -290,6 +290,20 @@ async def test_sessions_are_separate(scripted, client_for) -> None:
     assert events((await asyncio.wait_for(stalled, 10)).text)[-1]["reason"] == "abort"
 
 
+async def test_shutting_down_aborts_the_runs_in_progress(scripted, client_for) -> None:
+    app, models = scripted(Stall(text='{"final":"wait'))
+    client = client_for(app)
+    async with app.router.lifespan_context(app):  # what an ASGI server runs around serving
+        await client.get("/")
+        stalled = asyncio.create_task(client.post("/api/run", json={"prompt": "slow"}))
+        await until(lambda: bool(models and models[0].calls))
+        run = only_session(app).current
+        assert run is not None and not run.finished
+    assert run.task is not None and run.task.done()
+    assert run.events[-1] == {"type": "end", "reason": "abort", "message": "the server is shutting down"}
+    assert events((await asyncio.wait_for(stalled, 10)).text)[-1]["reason"] == "abort"
+
+
 async def test_closing_the_stream_aborts_the_run(scripted) -> None:
     app, _ = scripted(Stall(text='{"final":"'))
     body = json.dumps({"prompt": "hi"}).encode()
