@@ -2,11 +2,10 @@
 
 Under `tool_choice="auto"` a small model decides between calling a tool and
 answering by the first key it writes, and that choice barely depends on
-whether the tools fit the request (SmolLM2-135M: an AUC of 0.59 between
-requests that need a tool and requests no tool can serve). Its likelihoods
-know better. For each tool, compare how likely the model finds the tool's
-text after the request with how likely it finds it after an empty one, in
-the model's own chat template:
+whether the tools fit the request. Its likelihoods know better. For each
+tool, compare how likely the model finds the tool's text after the request
+with how likely it finds it after an empty one, in the model's own chat
+template:
 
     fit(tool) = mean over the first HEAD tokens of "name(fields)" of
                 log p(token | request, "A tool for this request:")
@@ -14,13 +13,12 @@ the model's own chat template:
 
 A text the request makes more likely (pointwise mutual information, per
 token) fits it. The score of a tool set is the best tool's. Only the first
-tokens count: most of the request's evidence sits in the name and the first
-words (on BFCL's tuning part a fitting tool's tokens score +1.3 on average in
-the first 8, +0.3 to +0.5 in the next 24, an unfitting one's about 0), and
-with a sentence of unrelated context after the request this head kept its
-calls where the mean over every token lost a third of them
-(docs/quality.md, "fit-curve"). The scores run on a small llama.cpp context
-of their own, so the engine's KV cache (and its prefix reuse) is left alone.
+tokens count (`HEAD`): most of the request's evidence sits in the name and the
+first words, a fitting tool's later tokens score far less, and a mean over
+every token loses more of its calls when the request carries unrelated
+context (docs/quality.md measures both). The scores run on a small llama.cpp
+context of their own, so the engine's KV cache (and its prefix reuse) is left
+alone.
 """
 
 from __future__ import annotations
@@ -127,9 +125,9 @@ class FitScorer:
         """log p(each token of target | prefix and the target's tokens before it).
 
         The prefix is decoded alone, once for the texts that follow it, and each text
-        on top of it: llama.cpp's logits differ with a decode's batch shape (by up to
-        0.07 nats a token here when part of an earlier prompt was reused), so each
-        text is scored the same way whatever was scored before it.
+        on top of it: llama.cpp's logits differ slightly with a decode's batch shape
+        (as when part of a prompt scored before is reused), so each text is scored
+        the same way whatever was scored before it.
         """
         prefix = prefix[-(self._n_ctx - len(target)) :]
         if self._cached != prefix or self._ctx.keep(len(prefix)) != len(prefix):

@@ -36,8 +36,8 @@ def default_threads() -> int:
     process may run on (at least 1).
 
     llama.cpp's threads spin while they wait for each other; with as many threads as
-    CPUs, one busy CPU stalls them all (on 2 CPUs with one busy, a prefill took 53 s
-    instead of 4 s). Half the CPUs leaves room for other work (docs/benchmarks.md).
+    CPUs, one busy CPU stalls them all. Half the CPUs leaves room for other work
+    (docs/benchmarks.md measures the default against llama-cpp-python's on a busy machine).
     """
     return max(1, usable_cpus() // 2)
 

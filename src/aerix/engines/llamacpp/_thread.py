@@ -5,11 +5,11 @@ default, keeps one team of OpenMP threads for each thread that calls into it.
 GNU libgomp counts the threads of every team, and once they outnumber the CPUs
 it lets a waiting thread spin only briefly before it sleeps; ggml waits at an
 OpenMP barrier between the operations of every decode, so each of them then
-wakes a sleeping thread. On 2 CPUs, with `n_threads=2`, one engine decoded at
-about 90 tokens/s alone and at about 50 once a second engine had run a
-single decode on a thread of its own, for as long as that thread lived
-(bench/threads.py; docs/engines.md, "Threads, concurrency and abort"). Every
-engine's work on one thread keeps one team, so engines do not slow each other.
+wakes a sleeping thread: once a second engine has run a single decode on a
+thread of its own, the first decodes markedly slower, for as long as that
+thread lives (bench/threads.py measures it; docs/engines.md, "Threads,
+concurrency and abort"). Every engine's work on one thread keeps one team, so
+engines do not slow each other.
 
 The cost: generations on different engines of one process run one after the
 other, as those on one engine always have.

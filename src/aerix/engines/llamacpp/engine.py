@@ -71,8 +71,8 @@ NEW_CALL_BIAS = 4.0
 _PICKS_KEPT = 64
 """How many requests' tool fits the pick keeps (`LlamaCpp._fits`)."""
 FIT_THRESHOLD = 0.33
-"""The default `fit_threshold` (see `LlamaCpp`), in nats per token: on BFCL's tuning part the
-lowest threshold that declines 90% of the irrelevance entries (docs/quality.md, "fit-curve")."""
+"""The default `fit_threshold` (see `LlamaCpp`), in nats per token: a tool fits a request from
+this score on (`LlamaCpp.fit_score`); docs/quality.md describes how it was chosen."""
 
 
 class LlamaCpp:
@@ -339,9 +339,9 @@ class LlamaCpp:
         after an empty one, in its own chat template: from `FIT_THRESHOLD` on,
         the request speaks of what the tool does. Only the first tokens count:
         most of the request's evidence sits in the name and the first words,
-        and the head held up better than a mean over every token when requests
-        were reworded (docs/quality.md). Runs on a small context of its own: the
-        KV cache of `chat` is left as it was.
+        and a mean over them is steadier than one over every token when a
+        request is worded otherwise (docs/quality.md). Runs on a small context
+        of its own: the KV cache of `chat` is left as it was.
 
         Raises:
             TypeError: `request` or a tool is not a string.
