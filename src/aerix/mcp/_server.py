@@ -232,6 +232,13 @@ class MCPServer:
         return self._tools
 
     async def __aenter__(self) -> MCPServer:
+        """Start the server (or connect to it), do the MCP handshake and list its tools.
+
+        Raises:
+            AerixError: `kind="busy"` while it is already open; `kind="options"` when it
+                cannot start, refuses the handshake or does not list its tools within
+                `timeout`, with what it said and what to do.
+        """
         if self._task is not None:
             raise AerixError(
                 "busy", f"MCP server {self.name!r} is already open; make another MCPServer to open it twice"
