@@ -12,7 +12,8 @@ __all__ = ["AerixError", "ErrorKind", "a_kind", "describe", "message_of"]
 
 ErrorKind = Literal["options", "busy", "end"]
 """`options`: a bad option or definition; `busy`: the agent is already running;
-`end`: `ask` ended without a final."""
+`end`: `ask` ended without a final (`reason` says why: `"paused"` when calls wait
+for a decision, which `Agent.pending` holds and `Agent.resume` takes)."""
 
 
 class AerixError(Exception):
@@ -21,7 +22,8 @@ class AerixError(Exception):
     Args:
         kind: What went wrong: `"options"`, `"busy"` or `"end"`.
         message: What was wrong, what was given and what is allowed.
-        reason: For `kind="end"`, why the run ended.
+        reason: For `kind="end"`, why the run ended (an `EndReason`: `"paused"` when
+            calls wait for a decision).
         events: For `kind="end"`, every event of the run.
 
     Example:
@@ -38,7 +40,8 @@ class AerixError(Exception):
     message: str
     """What was wrong, what was given and what is allowed (`str(err)` adds the kind)."""
     reason: EndReason | None
-    """For `kind="end"`, why the run ended; else `None`."""
+    """For `kind="end"`, why the run ended (`"paused"`: calls wait for a decision,
+    `Agent.resume` goes on); else `None`."""
     events: tuple[AgentEvent, ...]
     """For `kind="end"`, every event of the run; else empty."""
 

@@ -3,8 +3,9 @@
 Every run yields, in order, for each generation: `TextEvent`s, one
 `UsageEvent`, then either a `RetryEvent`, or a `TurnEvent` followed by a
 `CallEvent` and a `ResultEvent` per call (with `concurrent_calls`, every
-`CallEvent` of the turn first, then the `ResultEvent`s, in call order); and
-ends with exactly one `FinalEvent` or `EndEvent`.
+`CallEvent` of the turn first, then the `ResultEvent`s, in call order; a call
+that waits for a decision gets its two when the run resumes); and ends with
+exactly one `FinalEvent` or `EndEvent`.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ __all__ = [
     "UsageEvent",
 ]
 
-EndReason = Literal["turns", "retries", "abort", "error"]
-"""Why a run ended without a final: a limit (`turns`, `retries`), an abort,
-or an error (an engine failure, or a hook that raised or returned a bad value)."""
+EndReason = Literal["turns", "retries", "abort", "error", "paused"]
+"""Why a run ended without a final: a limit (`turns`, `retries`), an abort, an
+error (an engine failure, or a hook that raised or returned a bad value), or
+calls that wait for a person's decision (`paused`: `Agent.resume` goes on)."""
 
 _REPR_LIMIT = 60
 """About the most characters one value takes in a repr."""
@@ -289,15 +291,26 @@ class EndEvent:
 
     type: Literal["end"] = field(default="end", init=False)
     reason: EndReason
-    """`"turns"`, `"retries"`, `"abort"` or `"error"`."""
+    """`"turns"`, `"retries"`, `"abort"`, `"error"` or `"paused"`."""
     message: str = ""
-    """What happened, in words (for `error`, the failure's message)."""
+    """What happened, in words (for `error`, the failure's message; for `paused`, the
+    calls that wait, each with its reason)."""
+    pending: tuple[Call, ...] = ()
+    """For `paused`, the calls that wait for a decision, in call order (`Agent.resume`
+    takes one for each id); empty for every other reason."""
 
-    __repr__ = _repr
+    def __repr__(self) -> str:
+        shown = f"reason={_short(self.reason)}, message={_short(self.message)}"
+        if self.pending:
+            shown += f", pending={_short(self.pending)}"
+        return f"EndEvent({shown})"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON."""
-        return {"type": self.type, "reason": self.reason, "message": self.message}
+        """Plain JSON; with `pending` (a list of the calls' dicts) when calls wait."""
+        out: dict[str, Any] = {"type": self.type, "reason": self.reason, "message": self.message}
+        if self.pending:
+            out["pending"] = [c.to_dict() for c in self.pending]
+        return out
 
 
 AgentEvent: TypeAlias = (

@@ -23,6 +23,7 @@ __all__ = [
     "check_before_call",
     "check_generation",
     "check_on_final",
+    "not_json",
 ]
 
 ToolChoice: TypeAlias = str
@@ -235,25 +236,30 @@ def check_before_call(value: object) -> tuple[Literal["deny", "input"], Any] | N
             raise HookError(f"hook before_call: the deny reason must be a string, got {v!r}")
         if key == "input" and not isinstance(v, dict):
             raise HookError(f"hook before_call: the replacement input must be a dict, got {v!r}")
-        if key == "input" and (problem := _not_json(v, "input")) is not None:
+        if key == "input" and (problem := not_json(v, "input")) is not None:
             raise HookError(f"hook before_call: the replacement input must be JSON, but {problem}")
     return outcome  # type: ignore[return-value]
 
 
-def _not_json(value: object, path: str) -> str | None:
+def not_json(value: object, path: str) -> str | None:
     """Where `value` is no JSON value (`"input.tags is {1, 2}, a set"`), else `None`. A tuple
-    reads as an array, as `json.dumps` writes it."""
+    reads as an array, as `json.dumps` writes it.
+
+    Args:
+        value: The value to look through, at any depth.
+        path: How a message names `value` (`"input"`).
+    """
     if value is None or isinstance(value, str | bool | int):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{path} is {value!r}, which JSON has no value for"
     if isinstance(value, list | tuple):
-        return next((p for i, v in enumerate(value) if (p := _not_json(v, f"{path}[{i}]"))), None)
+        return next((p for i, v in enumerate(value) if (p := not_json(v, f"{path}[{i}]"))), None)
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 return f"{path} has the key {k!r}, which is not a string"
-            if (problem := _not_json(v, f"{path}.{k}")) is not None:
+            if (problem := not_json(v, f"{path}.{k}")) is not None:
                 return problem
         return None
     return f"{path} is {value!r}, {a_kind(value)}"
