@@ -312,6 +312,7 @@ def _report(
         f"{len(tasks)} of the {len(TASKS)} tasks" if len(tasks) < len(TASKS) else f"all {len(TASKS)} tasks"
     )
     tuned = any(part_of(t) == "tuning" for t in tasks)
+    # The tuning part task by task is for choosing rules: printed, not written into the docs.
     details = ["", "The tuning part, task by task:", "", tuning_details(outcomes, configs)] if tuned else []
     md = "\n".join(
         [
@@ -324,7 +325,7 @@ def _report(
             "population). A run is solved when it ends with a final whose text holds the expected answer (a "
             "whole word, or the number to two decimal places). Odd ids are the tuning part, even ids the "
             "report part: quote the report part; rules may be chosen on the tuning part only. `Limits` "
-            "keeps its default `repeats=1` (SPEC 9.4): a call repeated past it does not run, and the next "
+            "keeps its default `repeats=1`: a call repeated past it does not run, and the next "
             "generation may only answer.",
             "",
             f"{args.model} through `aerix.Agent`, {scope} ({sum(part_of(t) == 'report' for t in tasks)} "
@@ -333,11 +334,10 @@ def _report(
             f"agent_NN; {machine()}, {args.threads} thread(s); {minutes:.1f} minutes in all.",
             "",
             summary_table(labels, outcomes),
-            *details,
         ]
     )
     print()
-    print(md)
+    print("\n".join([md, *details]))
     if not args.no_write:
         path = write_section(args.section, md, file="quality.md")
         print(f"\nwritten to {path}", file=sys.stderr)

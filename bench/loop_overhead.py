@@ -545,9 +545,7 @@ chance for another process to take the core (compare p10 with the median). So on
 pins an idle worker to the core the loop's thread is on just before it hands it a call, and
 the worker lets go of the pin before the tool runs (the tool, and any thread or process it
 starts, keeps every core the process may use): two `sched_setaffinity` calls a hand-off.
-**aerix (ScriptedModel, workers not pinned)** is the same run without the pin. A hand-off
-through a pipe (a write that lets go of the GIL) was tried before: faster under load, twice
-as slow on a quiet machine, so aerix keeps a `SimpleQueue`.
+**aerix (ScriptedModel, workers not pinned)** is the same run without the pin.
 aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
 messages and estimates token counts over the whole conversation on every turn, and with
 `BareModel`, a five-line model that only streams the texts, like the peers' fakes; the

@@ -36,7 +36,7 @@ from _report import machine, write_section
 SCENARIOS = {
     "alone": "alone",
     "shared": "second engine, shared thread",
-    "own": "second engine, a thread of its own (as before)",
+    "own": "second engine, a thread of its own",
 }
 
 
@@ -113,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         "ratio to A alone. *Shared thread*: a second engine ran a generation first, through "
         "aerix, whose engines all run on one thread. *A thread of its own*: the second "
         "engine evaluated three tokens first on a worker thread of its own, alive while A "
-        "decodes, as each engine's was before this round: llama.cpp's OpenMP teams (one per calling thread) then outnumber the "
-        "CPUs, and libgomp makes waiting threads sleep at every barrier of a decode, for as "
+        "decodes, as in code that calls `llama_cpp.Llama` from a long-lived thread of its own: llama.cpp's "
+        "OpenMP teams (one per calling thread) then outnumber the CPUs, and libgomp makes waiting "
+        "threads sleep at every barrier of a decode, for as "
         'long as that thread lives (docs/engines.md, "Threads, concurrency and abort").\n\n' + "\n".join(rows)
     )
     print(markdown)
