@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from .errors import AerixError
-from .model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
+from .model import ChatMessage, ContextExceeded, Delta, FinishReason, GenerateOptions, Usage
 
 __all__ = ["Cut", "Fail", "NoDone", "ScriptedCall", "ScriptedModel", "Stall", "Step"]
 
@@ -80,6 +80,9 @@ class ScriptedCall:
     """A copy of the messages, system message first."""
     opts: dict[str, Any] = field(default_factory=dict)
     """A copy of the options (`max_tokens`, `constraint`, `signal`, sampling)."""
+    refused: bool = False
+    """Whether the model refused the prompt as too long for its `context_window`
+    (`ContextExceeded`, no script entry played)."""
 
 
 class ScriptedModel:
@@ -91,20 +94,57 @@ class ScriptedModel:
             messages and returns one of those.
         chunk_size: Stream the text in deltas of this many characters
             (default: one delta with the whole text).
+        context_window: How many tokens the model's context holds (`None`: no
+            limit). A prompt whose size and the generation's `max_tokens` (1
+            without it) together exceed it is refused with `ContextExceeded`
+            before any delta, as `LlamaCpp` refuses it, and plays no entry:
+            a test can watch an `Agent` fit its conversation to a small window.
 
     A generation past the end of the script fails with an error that says so.
-    Token counts are estimates (4 characters a token); `cached_tokens` counts
-    the leading messages equal to the previous call's, so a test can check
-    that the conversation only appends.
+    Token counts are estimates: a message's content at 4 characters a token,
+    rounded up, plus 4 tokens for each message (`prompt_tokens`); `cached_tokens`
+    counts the leading messages equal to the previous call's, so a test can
+    check that the conversation only appends.
+
+    Example:
+        >>> import asyncio
+        >>> from aerix.model import ContextExceeded
+        >>> model = ScriptedModel(['{"final":"ok"}'], context_window=64)
+        >>> ScriptedModel.prompt_tokens([{"role": "user", "content": "x" * 200}])
+        54
+        >>> async def ask(words: int) -> str:
+        ...     try:
+        ...         return "".join([d.text async for d in model.chat(
+        ...             [{"role": "user", "content": "x" * words}], {"max_tokens": 16})])
+        ...     except ContextExceeded as exc:
+        ...         return str(exc)
+        >>> asyncio.run(ask(200))
+        'the prompt has 54 tokens and does not fit in the context of 64 tokens with max_tokens=16'
+        >>> asyncio.run(ask(20))
+        '{"final":"ok"}'
     """
 
-    def __init__(self, turns: Iterable[Script] = (), *, chunk_size: int | None = None) -> None:
+    def __init__(
+        self,
+        turns: Iterable[Script] = (),
+        *,
+        chunk_size: int | None = None,
+        context_window: int | None = None,
+    ) -> None:
         if chunk_size is not None and (
             isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
         ):
             raise AerixError(
                 "options",
                 f"ScriptedModel: chunk_size must be a whole number of characters >= 1, got {chunk_size!r}",
+            )
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+        ):
+            raise AerixError(
+                "options",
+                "ScriptedModel: context_window must be a whole number of tokens >= 1 (or None: no limit), "
+                f"got {context_window!r}",
             )
         if isinstance(turns, str | bytes):
             raise AerixError(
@@ -114,6 +154,8 @@ class ScriptedModel:
             )
         self._script = _entries(turns, 0)
         self._chunk = chunk_size
+        self.context_window = context_window
+        """How many tokens the context holds; `None`: no limit."""
         self._played = 0
         """Script entries played (a generation past the script's end plays none)."""
         self.calls: list[ScriptedCall] = []
@@ -121,6 +163,12 @@ class ScriptedModel:
         self._last: list[ChatMessage] = []
         self._sizes: list[int] = []
         self._cached_total = 0
+
+    @staticmethod
+    def prompt_tokens(messages: Iterable[ChatMessage]) -> int:
+        """The size of a prompt in this model's tokens: each message's content at 4 characters
+        a token, rounded up, plus 4 tokens a message."""
+        return sum(_tokens(m["content"]) + _PER_MESSAGE for m in messages)
 
     @property
     def remaining(self) -> int:
@@ -141,13 +189,17 @@ class ScriptedModel:
             opts: The generation's options (copied into `calls`).
 
         Raises:
+            ContextExceeded: The prompt and `max_tokens` do not fit in `context_window`.
             RuntimeError: No entry is left to play.
             TypeError: A callable entry returned something other than a step.
             Exception: A `Fail` entry's error, after its text.
         """
         opts = opts or {}
+        refusal = self._refusal(messages, opts.get("max_tokens"))
         # the loop never mutates a message it has sent, so a shallow copy is a snapshot
-        self.calls.append(ScriptedCall(messages=list(messages), opts=dict(opts)))
+        self.calls.append(ScriptedCall(messages=list(messages), opts=dict(opts), refused=refusal is not None))
+        if refusal is not None:
+            raise refusal
         prompt_tokens, cached = self._count(messages)
         if self._played >= len(self._script):  # entries added later are played from here
             raise RuntimeError(f"ScriptedModel: no script entry left for generation {len(self.calls)}")
@@ -181,6 +233,18 @@ class ScriptedModel:
         usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=_tokens(text), cached_tokens=cached)
         yield Delta(done=True, finish=finish, usage=usage)
 
+    def _refusal(self, messages: list[ChatMessage], max_tokens: int | None) -> ContextExceeded | None:
+        """The refusal of a prompt that leaves no room for `max_tokens` in `context_window`."""
+        window, size = self.context_window, self.prompt_tokens(messages)
+        if window is None or size + (max_tokens or 1) <= window:
+            return None
+        room = "" if max_tokens is None else f" with max_tokens={max_tokens}"
+        return ContextExceeded(
+            size,
+            window,
+            f"the prompt has {size} tokens and does not fit in the context of {window} tokens{room}",
+        )
+
     def _count(self, messages: list[ChatMessage]) -> tuple[int, int]:
         last, sizes = self._last, self._sizes
         n = len(last)
@@ -195,7 +259,7 @@ class ScriptedModel:
             del sizes[same:]
             self._cached_total = sum(sizes)
         cached = self._cached_total
-        added = [_tokens(m["content"]) + 4 for m in messages[same:]]
+        added = [_tokens(m["content"]) + _PER_MESSAGE for m in messages[same:]]
         sizes.extend(added)
         self._cached_total = cached + sum(added)
         self._last = list(messages)
@@ -203,6 +267,8 @@ class ScriptedModel:
 
 
 _STEPS = (str, Cut, Fail, Stall, NoDone)
+_PER_MESSAGE = 4
+"""Tokens a message costs beyond its content (its role and the template's marks)."""
 
 
 def _entries(entries: Iterable[object], first: int) -> list[Script]:

@@ -25,7 +25,7 @@ from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
 from aerix.engines.llamacpp import FIT_THRESHOLD
 from aerix.errors import AerixError
-from aerix.model import ChatMessage, Delta, GenerateOptions, Model, ToolFit
+from aerix.model import ChatMessage, ContextExceeded, Delta, GenerateOptions, Model, ToolFit
 
 SYSTEM: ChatMessage = {"role": "system", "content": "You call tools."}
 
@@ -398,20 +398,50 @@ async def test_no_fit_threshold_has_no_opinion(tiny_gguf: Path) -> None:
         engine.close()
 
 
-async def test_prompt_longer_than_the_context_is_a_clear_error(tiny_gguf: Path) -> None:
+async def test_prompt_longer_than_the_context_is_refused_with_its_size(tiny_gguf: Path) -> None:
     engine = LlamaCpp(tiny_gguf, n_ctx=64)
     try:
-        with pytest.raises(ValueError, match="n_ctx"):
-            await collect(engine, [user("word " * (engine.n_ctx + 1))], max_tokens=2)
+        assert engine.context_window == engine.n_ctx
+        words = [user("word " * (engine.n_ctx + 1))]
+        with pytest.raises(ContextExceeded, match="pass a larger n_ctx") as info:
+            await collect(engine, words, max_tokens=2)
+        assert info.value.context_window == engine.n_ctx
+        assert info.value.prompt_tokens == len(engine._tokenize(engine.render(words).encode(), True))
+        assert f"does not fit in the context of {engine.n_ctx} tokens" in str(info.value)
         assert_cache_consistent(engine)
         # far too long for any tokens: refused from its bytes, without tokenising it
         huge = "w" * (engine.n_ctx * engine._vocab.longest + 1)
         with pytest.raises(
-            ValueError, match=r"the prompt has at least \d+ tokens \(\d+ bytes\) and does not fit"
-        ):
+            ContextExceeded, match=r"the prompt has at least \d+ tokens \(\d+ bytes\) and does not fit"
+        ) as info:
             await collect(engine, [user(huge)], max_tokens=2)
+        assert engine.n_ctx <= info.value.prompt_tokens <= len(huge)  # a lower bound of its tokens
         assert_cache_consistent(engine)
         assert text_of(await collect(engine, [user("x")], max_tokens=2, seed=3))  # still usable
+    finally:
+        engine.close()
+
+
+async def test_a_prompt_that_leaves_no_room_for_max_tokens_is_refused_before_any_delta(
+    tiny_gguf: Path,
+) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=256)
+    try:
+        messages = [user("x " * 40)]
+        size = len(engine._tokenize(engine.render(messages).encode(), True))
+        room = engine.n_ctx - size
+        assert text_of(await collect(engine, messages, max_tokens=1, temperature=0))  # it fits
+        seen: list[Delta] = []
+        with pytest.raises(ContextExceeded, match=f"with max_tokens={room + 1}") as info:
+            async for delta in engine.chat(messages, {"max_tokens": room + 1}):
+                seen.append(delta)
+        assert seen == []
+        assert (info.value.prompt_tokens, info.value.context_window) == (size, engine.n_ctx)
+        assert "or a smaller max_tokens" in str(info.value)
+        assert_cache_consistent(engine)
+        # exactly the room left: it runs
+        deltas = await collect(engine, messages, max_tokens=room, temperature=0)
+        assert deltas[-1].done
     finally:
         engine.close()
 

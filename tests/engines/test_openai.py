@@ -23,7 +23,7 @@ from fault_server import Conn, FaultServer, Handler, chunk, closed_port, sse_bod
 
 from aerix.abort import AbortController
 from aerix.errors import AerixError
-from aerix.model import ChatMessage, Delta, GenerateOptions, Usage
+from aerix.model import ChatMessage, ContextExceeded, Delta, GenerateOptions, Usage
 
 pytest.importorskip("httpx")
 from aerix.engines.openai import EngineError, OpenAICompatible
@@ -926,6 +926,242 @@ def test_engine_is_a_model_and_names_its_url() -> None:
     assert isinstance(engine, Model)
     assert engine.url == "http://127.0.0.1:8000/v1/chat/completions"
     assert "http://127.0.0.1:8000/v1" in repr(engine)
+
+
+# -- a prompt too long for the model's context ------------------------------------------------
+#
+# Each body below is what the server sends, worded as in its source:
+# - vLLM: `TokenizeParams._token_len_check` (vllm/renderers/params.py, the newest renderer,
+#   "You passed ..."); the same check from 0.18 on ("... your prompt contains at least ...");
+#   `OpenAIServing._validate_input` of 0.10 to 0.17 ("... your request has N input tokens",
+#   and "'max_tokens' or 'max_completion_tokens' is too large"); and
+#   `_validate_prompt_and_tokenize` before it (vllm/entrypoints/openai/serving_engine.py,
+#   "(N in the messages, M in the completion)"), in vLLM's flat error body of then.
+# - SGLang: `TokenizerManager._validate_one_request` (python/sglang/srt/managers/
+#   tokenizer_manager.py): "The input (N tokens) is longer than the model's context length
+#   (M tokens)." and "Requested token count exceeds the model's maximum context length of M
+#   tokens. ...", in its `ErrorResponse` (`"object": "error"`, `"type": "BadRequest"`).
+# - llama-server: `send_error(..., ERROR_TYPE_EXCEED_CONTEXT_SIZE)` in
+#   tools/server/server-context.cpp, whose `server_task_result_error::to_json` adds
+#   `n_prompt_tokens` and `n_ctx` (server-task.cpp); older builds said "the request exceeds
+#   the available context size, try increasing it" (some without the two fields).
+# - llama-cpp-python's server: `ErrorResponseFormatters.context_length_exceeded`
+#   (llama_cpp/server/errors.py) rewrites its engine's "Requested tokens (N) exceed context
+#   window of M" in OpenAI's words, HTTP 400; a body it cannot parse leaves the engine's
+#   words in an HTTP 500.
+# - Ollama: `openai.NewError` (openai/openai.go) around the runner's `errorInputTooLong`,
+#   "the input length exceeds the context length" (runner/ollamarunner/runner.go, to 0.20),
+#   or "the prompt is longer than the context length currently available to the model; ..."
+#   (llm/llama_server.go, 0.32), neither with a size.
+
+VLLM_RENDERER = (
+    "You passed 4410 input tokens and requested 512 output tokens. However, the model's context length "
+    "is only 4096 tokens, resulting in a maximum input length of 3584 tokens. Please reduce the length "
+    "of the input prompt. (parameter=input_tokens, value=4410)"
+)
+VLLM_0_18 = (
+    "This model's maximum context length is 4096 tokens. However, you requested 512 output tokens and "
+    "your prompt contains at least 3585 input tokens, for a total of at least 4097 tokens. Please reduce "
+    "the length of the input prompt or the number of requested output tokens. "
+    "(parameter=input_tokens, value=3585)"
+)
+VLLM_0_10 = (
+    "This model's maximum context length is 4096 tokens. However, your request has 4410 input tokens. "
+    "Please reduce the length of the input messages."
+)
+VLLM_0_10_MAX_TOKENS = (
+    "'max_tokens' or 'max_completion_tokens' is too large: 512. This model's maximum context length is "
+    "4096 tokens and your request has 3700 input tokens (512 > 4096 - 3700)."
+)
+OPENAI_WORDS = (
+    "This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+    "({prompt} in the messages, 512 in the completion). Please reduce the length of the messages or "
+    "completion."
+)
+SGLANG_INPUT = "The input (4410 tokens) is longer than the model's context length (4096 tokens)."
+SGLANG_TOTAL = (
+    "Requested token count exceeds the model's maximum context length of 4096 tokens. You requested a "
+    "total of 4922 tokens: 4410 tokens from the input messages and 512 tokens for the completion. Please "
+    "reduce the number of tokens in the input messages or the completion to fit within the limit."
+)
+
+
+def _nested(message: str, kind: str, **fields: object) -> str:
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": 400, **fields}})
+
+
+def _flat(message: str, kind: str) -> str:
+    return json.dumps({"object": "error", "message": message, "type": kind, "param": None, "code": 400})
+
+
+CONTEXT_REFUSALS = {
+    "vllm-renderer": (400, _nested(VLLM_RENDERER, "BadRequestError"), 4410, 4096),
+    "vllm-0.18": (400, _nested(VLLM_0_18, "BadRequestError"), 3585, 4096),
+    "vllm-0.10": (400, _nested(VLLM_0_10, "BadRequestError"), 4410, 4096),
+    "vllm-0.10-max-tokens": (400, _nested(VLLM_0_10_MAX_TOKENS, "BadRequestError"), 3700, 4096),
+    "vllm-0.5": (
+        400,
+        _flat(OPENAI_WORDS.format(window=4096, total=4922, prompt=4410), "BadRequestError"),
+        4410,
+        4096,
+    ),
+    "sglang-input": (400, _flat(SGLANG_INPUT, "BadRequest"), 4410, 4096),
+    "sglang-total": (400, _flat(SGLANG_TOTAL, "BadRequest"), 4410, 4096),
+    "llama-server": (
+        400,
+        _nested(
+            "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it",
+            "exceed_context_size_error",
+            n_prompt_tokens=4476,
+            n_ctx=4096,
+        ),
+        4476,
+        4096,
+    ),
+    "llama-server-older": (
+        400,
+        _nested(
+            "the request exceeds the available context size, try increasing it",
+            "exceed_context_size_error",
+            n_prompt_tokens=4476,
+            n_ctx=4096,
+        ),
+        4476,
+        4096,
+    ),
+    "llama-cpp-python": (
+        400,
+        json.dumps(
+            {
+                "error": {
+                    "message": OPENAI_WORDS.format(window=2048, total=2612, prompt=2100),
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            }
+        ),
+        2100,
+        2048,
+    ),
+    "llama-cpp-python-bare": (
+        500,
+        _nested("Requested tokens (2100) exceed context window of 2048", "internal_server_error"),
+        2100,
+        2048,
+    ),
+}
+"""Each server's refusal: (HTTP status, body, the prompt's size, the context's size)."""
+
+UNSIZED_REFUSALS = {
+    "llama-server-oldest": _nested(
+        "the request exceeds the available context size, try increasing it", "invalid_request_error"
+    ),
+    "ollama-runner": _nested("the input length exceeds the context length", "invalid_request_error"),
+    "ollama-llama-server": _nested(
+        "the prompt is longer than the context length currently available to the model; shorten the "
+        "prompt, adjust the context length in settings, or use a model with a longer context length",
+        "invalid_request_error",
+    ),
+}
+"""Refusals that give no size: Ollama's, and the oldest llama-server's."""
+
+
+def sending(status: int, body: str) -> Handler:
+    async def handler(conn: Conn) -> None:
+        await conn.send(status, body)
+
+    return handler
+
+
+async def too_long(engine: OpenAICompatible) -> ContextExceeded:
+    with pytest.raises(ContextExceeded) as info:
+        await collect(engine, {"max_tokens": 512})
+    assert engine.base_url in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize("server", sorted(CONTEXT_REFUSALS))
+async def test_each_servers_context_refusal_is_context_exceeded_with_its_sizes(server: str) -> None:
+    status, body, prompt, window = CONTEXT_REFUSALS[server]
+    async with serving(sending(status, body), retries=2) as (served, engine):
+        refused = await too_long(engine)
+    assert (refused.prompt_tokens, refused.context_window) == (prompt, window)
+    assert f"({prompt} tokens, context of {window} tokens)" in str(refused)
+    assert len(served.requests) == 1  # a refusal for length is not retried
+
+
+@pytest.mark.parametrize("server", sorted(UNSIZED_REFUSALS))
+async def test_a_refusal_without_sizes_takes_the_engines_context_window(server: str) -> None:
+    body = UNSIZED_REFUSALS[server]
+    async with serving(sending(400, body)) as (_served, engine):
+        refused = await too_long(engine)
+    assert (refused.prompt_tokens, refused.context_window) == (0, 0)
+    assert "its size not given, context size not given" in str(refused)
+    async with serving(sending(400, body), context_window=2048) as (_served, engine):
+        refused = await too_long(engine)
+    assert (refused.prompt_tokens, refused.context_window) == (0, 2048)
+    assert json.loads(body)["error"]["message"][:40] in str(refused)
+
+
+async def test_a_refusal_streamed_as_the_first_event_is_context_exceeded() -> None:
+    # SGLang answers a streamed request with HTTP 200, then its refusal as the first event.
+    error = {"error": json.loads(_flat(SGLANG_INPUT, "BadRequest"))}
+    async with serving(stream(json.dumps(error), "[DONE]")) as (_server, engine):
+        refused = await too_long(engine)
+    assert (refused.prompt_tokens, refused.context_window) == (4410, 4096)
+
+    async def error_event(conn: Conn) -> None:
+        await conn.start_stream()
+        await conn.write(f"event: error\ndata: {VLLM_0_10}\n\n")
+        await conn.end()
+
+    async with serving(error_event) as (_server, engine):
+        refused = await too_long(engine)
+    assert (refused.prompt_tokens, refused.context_window) == (4410, 4096)
+
+
+async def test_a_refusal_after_text_is_an_engine_failure() -> None:
+    error = {"error": json.loads(_flat(SGLANG_INPUT, "BadRequest"))}
+    seen: list[Delta] = []
+    async with serving(stream(json.dumps(chunk('{"fin')), json.dumps(error))) as (_server, engine):
+        with pytest.raises(EngineError) as info:
+            async with asyncio.timeout(GUARD):
+                async for delta in engine.chat(MESSAGES):
+                    seen.append(delta)
+    assert seen == [Delta(text='{"fin')]
+    assert "reported an error mid-stream" in info.value.cause and "4410 tokens" in info.value.cause
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _nested("Invalid schema for response_format 'turn': 'required' is missing", "BadRequestError"),
+        _nested(
+            "max_completion_tokens is too large: 9000.This model supports at most 4096 completion tokens.",
+            "x",
+        ),
+        _flat("The model `m` does not exist.", "NotFoundError"),
+        "context window full of bees",
+    ],
+)
+async def test_other_refusals_stay_engine_errors(body: str) -> None:
+    async with serving(sending(400, body)) as (_server, engine):
+        error = await fails(engine, {"max_tokens": 512})
+    assert error.cause.startswith("answered HTTP 400 to POST")
+
+
+def test_the_context_window_is_kept_and_checked() -> None:
+    assert OpenAICompatible("http://127.0.0.1:8000/v1", "m").context_window is None
+    assert OpenAICompatible("http://127.0.0.1:8000/v1", "m", context_window=8192).context_window == 8192
+    for bad in (0, -1, 4096.0, "4096", True):
+        with pytest.raises(AerixError) as info:
+            OpenAICompatible("http://127.0.0.1:8000/v1", "m", context_window=bad)  # type: ignore[arg-type]
+        assert info.value.kind == "options"
+        assert "context_window must be the model's context size, a whole number of tokens >= 1 " in (
+            info.value.message
+        )
+        assert f"got {bad!r}" in info.value.message
 
 
 # -- the connection lanes --------------------------------------------------------------------

@@ -6,7 +6,9 @@ answers, and stops it afterwards. What it pins about that server:
 `dialect="json_object"` (`{"type": "json_object", "schema": ...}`) constrains
 the output; `dialect="json_schema"` is refused (HTTP 500, naming
 `response_format`), and aerix's error says to use `json_object`; an engine left
-to choose its dialect falls back to `json_object` on that refusal, once.
+to choose its dialect falls back to `json_object` on that refusal, once; a
+prompt too long for its context ends a streamed request with an empty stream
+(named as such), and a request that is not streamed with OpenAI's words.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import httpx
 import aerix
 from aerix import Agent, Limits, tool
 from aerix.engines.openai import EngineError, OpenAICompatible
+from aerix.engines.openai._context import context_refusal
 from aerix.events import EndEvent, FinalEvent, ResultEvent, UsageEvent
 from aerix.model import ChatMessage
 from aerix.turn import turn_schema
@@ -229,3 +232,23 @@ async def test_agent_run_ends_with_a_named_outcome_and_every_request_carries_the
         assert body["response_format"] == {"type": "json_object", "schema": schema}
         assert body["max_tokens"] == 128
         assert body["messages"][0]["role"] == "system"
+
+
+async def test_a_prompt_too_long_for_the_servers_context(server: str) -> None:
+    # Streamed, llama-cpp-python's server (0.3.36) answers HTTP 200 with an empty stream and logs
+    # "Requested tokens (N) exceed context window of 2048"; not streamed, it answers HTTP 400 in
+    # OpenAI's words, which tests/engines/test_openai.py reads into ContextExceeded.
+    long: list[ChatMessage] = [{"role": "user", "content": "the weather in Lisbon " * 600}]
+    async with OpenAICompatible(server, "smollm2", dialect="json_object", read_timeout=60) as engine:
+        with pytest.raises(EngineError) as info:
+            async for _ in engine.chat(long, {"max_tokens": 16}):
+                pass
+        deltas = [d async for d in engine.chat(MESSAGES, {"max_tokens": 8, "temperature": 0.0})]
+    assert "after 0 chunks: the generation was cut off before it began" in info.value.cause
+    assert "give the engine context_window=" in info.value.cause
+    assert deltas[-1].done  # it still answers a prompt that fits
+    body = {"model": "smollm2", "messages": long, "max_tokens": 16}
+    answer = httpx.post(f"{server}/chat/completions", json=body, timeout=60)
+    assert answer.status_code == 400
+    sizes = context_refusal(answer.text)
+    assert sizes is not None and sizes[1] == 2048 and sizes[0] > 2048

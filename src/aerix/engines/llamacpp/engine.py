@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ...model import ChatMessage, Delta, FinishReason, GenerateOptions, Usage
+from ...model import ChatMessage, ContextExceeded, Delta, FinishReason, GenerateOptions, Usage
 from ._cache import KvCache
 from ._constraint import Constrained, SchemaCompiler
 from ._decode import Counts, Decoder, Job
@@ -278,6 +278,11 @@ class LlamaCpp:
         return self._n_ctx
 
     @property
+    def context_window(self) -> int:
+        """How many tokens the context holds: `n_ctx` (an `Agent` trims its conversation to it)."""
+        return self._n_ctx
+
+    @property
     def chat_template(self) -> str:
         """The Jinja source of the chat template in use."""
         return self._template.source
@@ -394,7 +399,9 @@ class LlamaCpp:
 
         Raises:
             AerixError: `kind="options"`: a bad option or a schema that cannot be enforced.
-            ValueError: The prompt does not fit in the context, or the template refused it.
+            ContextExceeded: The prompt's tokens and `max_tokens` together exceed `n_ctx`
+                (raised before the first delta; the cache is left as it was).
+            ValueError: The template refused the messages.
         """
         if self._closed:
             raise RuntimeError("this LlamaCpp engine is closed")
@@ -456,11 +463,7 @@ class LlamaCpp:
         constrained = None if req.schema is None else self._schemas.start(req.schema)
         cache = self._cache
         plan = cache.history.plan(prompt, self._tokenize, text_reuse=self._text_reuse)
-        if len(plan.tokens) >= self._n_ctx:
-            raise ValueError(
-                f"the prompt has {len(plan.tokens)} tokens and does not fit in the context "
-                f"of {self._n_ctx}; pass a larger n_ctx to LlamaCpp (or aerix.load)"
-            )
+        self._check_room(len(plan.tokens), req.max_tokens)
         counts = Counts()
         phase = ["prefill"]
         self._live = (t0, len(plan.tokens), plan.reuse, counts, phase)
@@ -525,13 +528,34 @@ class LlamaCpp:
         tens of seconds): it has at least one token per `Vocab.longest` bytes.
 
         Raises:
-            ValueError: The prompt cannot fit, whatever its tokens.
+            ContextExceeded: The prompt cannot fit, whatever its tokens (its `prompt_tokens`
+                is that lower bound).
         """
         if len(prompt) > 8 * self._n_ctx and (least := len(prompt) // self._vocab.longest) >= self._n_ctx:
-            raise ValueError(
+            raise ContextExceeded(
+                least,
+                self._n_ctx,
                 f"the prompt has at least {least} tokens ({len(prompt)} bytes) and does not fit in the "
-                f"context of {self._n_ctx}; pass a larger n_ctx to LlamaCpp (or aerix.load)"
+                f"context of {self._n_ctx} tokens; pass a larger n_ctx to LlamaCpp (or aerix.load)",
             )
+
+    def _check_room(self, prompt_tokens: int, max_tokens: int | None) -> None:
+        """Refuse a prompt that leaves no room for the generation: its tokens and `max_tokens`
+        (at least one token without it) must fit in `n_ctx`.
+
+        Raises:
+            ContextExceeded: They do not.
+        """
+        if prompt_tokens + (max_tokens or 1) <= self._n_ctx:
+            return
+        room = "" if max_tokens is None else f" with max_tokens={max_tokens}"
+        raise ContextExceeded(
+            prompt_tokens,
+            self._n_ctx,
+            f"the prompt has {prompt_tokens} tokens and does not fit in the context of {self._n_ctx} "
+            f"tokens{room}; pass a larger n_ctx to LlamaCpp (or aerix.load)"
+            + ("" if max_tokens is None else ", or a smaller max_tokens"),
+        )
 
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
         """The value biases of a constrained generation; values copy from the user's messages

@@ -24,7 +24,7 @@ __all__ = [
     "attempts",
     "connect_cause",
     "describe",
-    "read_error_detail",
+    "read_error",
     "refuses_json_schema",
     "retry_delay",
     "status_cause",
@@ -68,17 +68,18 @@ def attempts(attempt: int) -> str:
     return f" (after {attempt + 1} attempts)" if attempt else ""
 
 
-async def read_error_detail(response: httpx.Response) -> str:
-    """The message of an error response, quoted and cut."""
+async def read_error(response: httpx.Response) -> tuple[str, str]:
+    """The message of an error response, quoted and cut, and its whole body as text
+    (empty when it cannot be read; the message says so)."""
     try:
         raw = await response.aread()
     except httpx.HTTPError as exc:
-        return f"(its body could not be read: {describe(exc)})"
+        return f"(its body could not be read: {describe(exc)})", ""
     text = raw.decode("utf-8", "replace")
     try:
-        return error_message(json.loads(text))
+        return error_message(json.loads(text)), text
     except ValueError:
-        return excerpt(text, 500)
+        return excerpt(text, 500), text
 
 
 REFUSAL_STATUS = frozenset({400, 422, 500})
@@ -117,7 +118,7 @@ def status_cause(
 
     Args:
         status: The HTTP status.
-        detail: The server's message, quoted (`read_error_detail`).
+        detail: The server's message, quoted (`read_error`).
         attempt: The attempt that failed, from 0.
         url: Where the request went.
         model: The model name sent.

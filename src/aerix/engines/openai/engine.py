@@ -39,15 +39,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.engines.OpenAICompatible needs httpx: pip install 'aerix[server]'") from exc
 
 from ...errors import AerixError
-from ...model import ChatMessage, Delta, GenerateOptions, Usage, checked_options
+from ...model import ChatMessage, ContextExceeded, Delta, GenerateOptions, Usage, checked_options
 from ._chat_request import DIALECTS, Dialect, build_body
+from ._context import context_refusal
 from ._failures import (
     RETRY_STATUS,
     EngineError,
     attempts,
     connect_cause,
     describe,
-    read_error_detail,
+    read_error,
     refuses_json_schema,
     retry_delay,
     status_cause,
@@ -73,7 +74,7 @@ class _Aborted:
 _ABORTED = _Aborted()
 _ABORTED_DONE = Delta(done=True, finish="stop")
 """The done delta of an aborted generation."""
-_Item: TypeAlias = Delta | EngineError | _Aborted
+_Item: TypeAlias = Delta | EngineError | ContextExceeded | _Aborted
 
 
 class OpenAICompatible:
@@ -117,11 +118,28 @@ class OpenAICompatible:
         http_client: Send every request with this client instead of aerix's
             own connections; aerix never closes it, and its own timeouts,
             limits and event hooks apply (not the options above).
+        context_window: How many tokens the served model's context holds (vLLM's
+            `--max-model-len`, SGLang's `--context-length`, `llama-server`'s
+            `--ctx-size` per slot, Ollama's `num_ctx`), if known: an `Agent` then
+            fits its conversation to it before the server refuses it, and a
+            refusal that names no size is given this one. `None`: unknown.
+
+    A server's refusal of a prompt too long for its context (vLLM, SGLang,
+    `llama-server`, llama-cpp-python's server and Ollama each word it their own
+    way) is raised as `ContextExceeded`, with the sizes the server gives, so that
+    an `Agent` leaves older exchanges out and asks again. Two servers say nothing
+    of it to a streamed request, so give them `context_window`: llama-cpp-python's
+    server answers with an empty stream (an `EngineError` that says so), and
+    Ollama, unless told not to truncate, drops the oldest messages (and then the
+    prompt's start) itself to fit its `num_ctx` (2048 or 4096 tokens unless set,
+    whatever the model holds); set `num_ctx` on the Ollama model to what the
+    conversation needs.
 
     Raises:
         AerixError: `kind="options"`, naming the option, for a bad value: a URL
             that is not `http://` or `https://`, a timeout that is not a positive
-            number, a header HTTP cannot carry, an unknown dialect.
+            number, a header HTTP cannot carry, an unknown dialect, a
+            `context_window` that is not a whole number of tokens.
     """
 
     def __init__(
@@ -141,14 +159,18 @@ class OpenAICompatible:
         extra_body: Mapping[str, Any] | None = None,
         event_hooks: Mapping[str, Sequence[EventHook]] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        context_window: int | None = None,
     ) -> None:
         keep = max_connections if max_keepalive_connections is None else max_keepalive_connections
         _check_options(base_url, model, dialect, connect_timeout, read_timeout, backoff)
+        _check_window(context_window)
         _check_counts(retries=retries, max_connections=max_connections, max_keepalive_connections=keep)
         self.base_url = base_url.rstrip("/")
         """The API root, without a trailing slash."""
         self.model = model
         """The model name sent with every request."""
+        self.context_window = context_window
+        """How many tokens the model's context holds, as given; `None`: unknown."""
         self.dialect: Dialect = "json_schema" if dialect is None else dialect
         """How the JSON constraint is sent now: the one given, or the one the engine chose."""
         self._choose = dialect is None
@@ -204,6 +226,8 @@ class OpenAICompatible:
         Raises:
             AerixError: `kind="options"`: an unknown option or a bad value (checked as
                 `LlamaCpp` checks them), before any request.
+            ContextExceeded: The server refused the prompt as too long for the
+                model's context, before any text (see `OpenAICompatible`).
             EngineError: The server could not be reached, answered with an
                 error, stalled past a timeout, or broke or garbled its stream.
         """
@@ -234,7 +258,7 @@ class OpenAICompatible:
                     yield item
                     if finished:
                         return
-                elif isinstance(item, EngineError):
+                elif isinstance(item, EngineError | ContextExceeded):
                     try:
                         raise item
                     finally:
@@ -314,6 +338,20 @@ class OpenAICompatible:
     def _error(self, cause: str) -> EngineError:
         return EngineError(self.base_url, cause)
 
+    def _too_long(self, body: str, detail: str) -> ContextExceeded | None:
+        """The `ContextExceeded` of an error body that refuses the prompt for its length, else `None`."""
+        sizes = context_refusal(body)
+        if sizes is None:
+            return None
+        prompt, window = sizes[0], sizes[1] or self.context_window or 0
+        told = f"{prompt} tokens" if prompt else "its size not given"
+        told += f", context of {window} tokens" if window else ", context size not given"
+        return ContextExceeded(
+            prompt,
+            window,
+            f"server {self.base_url}: the prompt does not fit in the model's context ({told}): {detail}",
+        )
+
     async def _produce(self, body_for: BodyFor, put: Callable[[_Item], None]) -> None:
         try:
             if self._given_client is not None:
@@ -328,7 +366,7 @@ class OpenAICompatible:
         except asyncio.CancelledError:
             put(_ABORTED)
             raise
-        except EngineError as exc:
+        except (EngineError, ContextExceeded) as exc:
             put(exc)
         except Exception as exc:  # an engine failure must reach the caller, never vanish
             error = self._error(f"request failed ({describe(exc)})")
@@ -386,10 +424,12 @@ class OpenAICompatible:
                             self._settled = True
                         await self._read_stream(response, put)
                         return True
-                    detail = await read_error_detail(response)
+                    detail, answer = await read_error(response)
                     if response.status_code in RETRY_STATUS and not last:
                         await asyncio.sleep(retry_delay(self.backoff, attempt, response))
                         continue
+                    if (too_long := self._too_long(answer, detail)) is not None:
+                        raise too_long
                     if self._fall_back(body, dialect, response.status_code, detail):
                         return False
                     raise self._error(
@@ -444,12 +484,16 @@ class OpenAICompatible:
         finish: str | None = None
         usage: Usage | None = None
         chunks = 0
+        said = False  # whether a text delta went out: a refusal after one is a failure
         lines = response.aiter_lines()
         try:
             async with contextlib.aclosing(_events(lines)) as events:
                 async for event in events:
                     if event.event == "error":
-                        raise self._error(f"reported an error mid-stream: {excerpt(event.data, 500)}")
+                        detail = excerpt(event.data, 500)
+                        if not said and (too_long := self._too_long(event.data, detail)) is not None:
+                            raise too_long
+                        raise self._error(f"reported an error mid-stream: {detail}")
                     if event.data == DONE:
                         if finish is None:
                             raise self._error(_interrupted(chunks))
@@ -457,20 +501,21 @@ class OpenAICompatible:
                     try:
                         info = parse_chunk(event.data)
                     except ChunkError as exc:
+                        # SGLang streams its refusal as the first event of an HTTP 200 answer.
+                        if not said and (too_long := self._too_long(event.data, str(exc))) is not None:
+                            raise too_long from None
                         raise self._error(f"{exc} (after {chunks} chunks)") from None
                     chunks += 1
                     if info.text and finish is None:  # nothing after the finish belongs to the turn
                         put(Delta(text=info.text))
+                        said = True
                     if info.finish is not None:
                         finish = info.finish
                     if info.usage is not None:
                         usage = info.usage
                 else:
                     if finish is None:  # a finished generation whose server omits [DONE] is fine
-                        raise self._error(
-                            f"the stream ended without a finish_reason or [DONE] after {chunks} "
-                            "chunks: the generation was cut off"
-                        )
+                        raise self._error(_cut_off(chunks))
         except httpx.ReadTimeout as exc:
             raise self._error(
                 f"the stream stalled: no data for read_timeout={self.read_timeout:g} s after {chunks} chunks"
@@ -542,6 +587,17 @@ def _check_options(
             raise AerixError("options", f"{name} must be a finite number of seconds {bound}, got {value!r}")
 
 
+def _check_window(context_window: object) -> None:
+    if context_window is not None and (
+        isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+    ):
+        raise AerixError(
+            "options",
+            "context_window must be the model's context size, a whole number of tokens >= 1 "
+            f"(or None: unknown), got {context_window!r}",
+        )
+
+
 def _check_http(
     headers: object, api_key: object, extra_body: object, event_hooks: object, http_client: object
 ) -> None:
@@ -605,6 +661,18 @@ def _check_counts(**counts: object) -> None:
     for name, count in counts.items():
         if isinstance(count, bool) or not isinstance(count, int) or count < lows[name]:
             raise AerixError("options", f"{name} must be an integer >= {lows[name]}, got {count!r}")
+
+
+def _cut_off(chunks: int) -> str:
+    cause = f"the stream ended without a finish_reason or [DONE] after {chunks} chunks: "
+    cause += "the generation was cut off"
+    if chunks:
+        return cause
+    return (
+        f"{cause} before it began; llama-cpp-python's server answers so when the prompt does not fit "
+        "its context (its log says 'Requested tokens (N) exceed context window of M'): give the engine "
+        "context_window= (the server's --n_ctx) and an Agent fits its conversation to it before sending"
+    )
 
 
 def _interrupted(chunks: int) -> str:
