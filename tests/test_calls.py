@@ -665,3 +665,107 @@ def test_the_repeat_rule_matches_a_reference_model(
     assert sorted(ran) == sorted(want_ran) and (concurrent or ran == want_ran)
     assert model.only_final == want_only_final[: len(model.only_final)]
     assert isinstance(events[-1], FinalEvent)
+
+
+# -- where a plain tool runs --------------------------------------------------------------
+
+
+def _where_made(blocking: bool) -> list[Any]:
+    """The tool `where` (it gives the thread it ran on) made each way `tool()` makes one."""
+
+    def where() -> str:
+        """Say where it runs."""
+        return str(threading.get_ident())
+
+    return [
+        tool(where, blocking=blocking),
+        tool(blocking=blocking)(where),
+        tool(name="where", input={}, run=lambda i: where(), blocking=blocking),
+        tool(name="where", schema={"type": "object"}, run=lambda i: where(), blocking=blocking),
+    ]
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+@pytest.mark.parametrize("blocking", [True, False])
+async def test_a_plain_tool_runs_on_a_worker_thread_unless_made_with_blocking_false(
+    blocking: bool, concurrent: bool
+) -> None:
+    loop_thread = str(threading.get_ident())
+    for made in _where_made(blocking):
+        assert made.blocking is blocking
+        agent = Agent(
+            model=ScriptedModel([calls(("where", {})), final()]), tools=[made], concurrent_calls=concurrent
+        )
+        results = [e for e in await events_of(agent) if isinstance(e, ResultEvent)]
+        assert [r.error for r in results] == [False]
+        assert (results[0].text == loop_thread) is not blocking
+
+
+async def test_a_tool_made_with_blocking_false_keeps_every_rule_of_a_call() -> None:
+    """On the loop itself, a plain tool's failures are error results, a coroutine it returns is
+    awaited, its input is checked and its own copy, and a coroutine function is awaited as ever."""
+    seen: list[dict[str, Any]] = []
+
+    def fail(n: int) -> str:
+        """Fail."""
+        raise ValueError(f"no {n}")
+
+    async def later(n: int) -> str:
+        return f"later {n}"
+
+    def soon(n: int) -> Any:
+        """Answer later."""
+        return later(n)
+
+    def keep(tags: list[str]) -> str:
+        """Keep the tags."""
+        seen.append({"tags": tags})
+        tags.append("mine")
+        return "kept"
+
+    async def wait(n: int) -> str:
+        """Wait."""
+        await asyncio.sleep(0)
+        return f"waited {n}"
+
+    tools = [tool(f, blocking=False) for f in (fail, soon, keep, wait)]
+    turns = [
+        calls(("fail", {"n": 1})),
+        calls(("soon", {"n": 2})),
+        calls(("keep", {"tags": ["a"]})),
+        calls(("fail", {"n": "three"})),
+        calls(("wait", {"n": 4})),
+        final(),
+    ]
+    agent = Agent(model=ScriptedModel(turns), tools=tools, limits={"turns": 8})
+    events = await events_of(agent)
+    results = [(e.text, e.error) for e in events if isinstance(e, ResultEvent)]
+    assert results == [
+        ("error: no 1", True),
+        ("later 2", False),
+        ("kept", False),
+        ('error: input.n: expected integer, got "three"', True),
+        ("waited 4", False),
+    ]
+    assert [e.input for e in events if isinstance(e, CallEvent) and e.tool == "keep"] == [{"tags": ["a"]}]
+    assert seen == [{"tags": ["a", "mine"]}]  # its own copy, which it changed
+    assert isinstance(events[-1], FinalEvent)
+
+
+@pytest.mark.parametrize("value", [None, 0, 1, "no", [], 0.0])
+def test_blocking_must_be_true_or_false(value: Any) -> None:
+    def where() -> str:
+        """Say where it runs."""
+        return "here"
+
+    makers = [
+        lambda: tool(where, blocking=value),
+        lambda: tool(blocking=value)(where),
+        lambda: tool(name="where", input={}, run=lambda i: "here", blocking=value),
+    ]
+    for make in makers:
+        with pytest.raises(AerixError) as info:
+            make()
+        assert info.value.kind == "options"
+        assert "blocking must be True" in info.value.message and "or False" in info.value.message
+        assert repr(value) in info.value.message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 import inspect
 import json
@@ -75,7 +76,10 @@ class Tool:
     schema: dict[str, Any] = field(repr=False)
     """The JSON Schema of the input: an object (for `tool(schema=...)`, the schema given)."""
     is_async: bool = field(default=False, repr=False)
-    """Whether `run` is a coroutine function (awaited) rather than run on a worker thread."""
+    """Whether `run` is a coroutine function (awaited) rather than a plain one."""
+    blocking: bool = field(default=True, repr=False)
+    """For a plain `run`: whether it may block, so that it runs on a worker thread (`True`), or
+    never does and runs on the event loop itself (`False`: `tool(..., blocking=False)`)."""
     decoded: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     """`schema` as decoded and checked, local `$ref`s inlined (`None`: `schema` itself): `tool()`
     keeps this copy of its own, which the system message, the turn schema and the input check
@@ -338,10 +342,10 @@ def _caller(
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[..., Any], /, *, blocking: bool = True) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, blocking: bool = True
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 @overload
 def tool(
@@ -350,11 +354,19 @@ def tool(
     description: str = "",
     input: Mapping[str, Field | Mapping[str, Any]],
     run: Callable[..., Any],
+    blocking: bool = True,
 ) -> Tool: ...
 @overload
-def tool(*, name: str, description: str = "", schema: Mapping[str, Any], run: Callable[..., Any]) -> Tool: ...
+def tool(
+    *,
+    name: str,
+    description: str = "",
+    schema: Mapping[str, Any],
+    run: Callable[..., Any],
+    blocking: bool = True,
+) -> Tool: ...
 @overload
-def tool(*, name: str, description: str = "", run: Callable[..., Any]) -> Tool: ...
+def tool(*, name: str, description: str = "", run: Callable[..., Any], blocking: bool = True) -> Tool: ...
 
 
 def tool(
@@ -366,6 +378,7 @@ def tool(
     input: Mapping[str, Field | Mapping[str, Any]] | None = None,
     schema: Mapping[str, Any] | None = None,
     run: Callable[..., Any] | None = None,
+    blocking: bool = True,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool, explicitly or from a typed, documented function.
 
@@ -392,6 +405,10 @@ def tool(
             `input`.
         run: The explicit form's function, sync or async, called as `run(input, cx)`,
             `run(input)` or `run(input, *, cx)`.
+        blocking: Whether a plain (not `async`) function may block (wait on I/O, sleep,
+            compute for long): `True` runs it on a worker thread, so that it never blocks
+            the event loop; `False` declares one that never blocks, run on the event loop
+            itself without the hop to a thread. A coroutine function is awaited either way.
 
     Raises:
         AerixError: `kind="options"`, naming what is wrong in the definition.
@@ -415,7 +432,7 @@ def tool(
     if fn is not None:
         if any(x is not None for x in (name, description, input, schema, run)):
             raise _bad("tool(fn) takes no other arguments; use @tool(name=..., description=...)")
-        return _from_function(fn, None, None)
+        return _blocking(_from_function(fn, None, None), blocking)
     if run is not None or input is not None or schema is not None:
         if run is None:
             raise _bad(f"tool {name!r}: missing run; pass run=fn, called as run(input, cx)")
@@ -428,12 +445,23 @@ def tool(
             )
         adapted, is_async = _explicit_run(name, run) if callable(run) else (run, False)
         about = "" if description is None else description
-        return _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
+        made = _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
+        return _blocking(made, blocking)
 
     def decorate(f: Callable[..., Any]) -> Tool:
-        return _from_function(f, name, description)
+        return _blocking(_from_function(f, name, description), blocking)
 
     return decorate
+
+
+def _blocking(t: Tool, blocking: object) -> Tool:
+    """`t`, made with `tool(..., blocking=blocking)`."""
+    if not isinstance(blocking, bool):
+        raise _bad(
+            f"tool {t.name!r}: blocking must be True (a plain function runs on a worker thread, the "
+            f"default) or False (it never blocks: it runs on the event loop), got {blocking!r}"
+        )
+    return t if blocking else dataclasses.replace(t, blocking=False)
 
 
 def check_input(t: Tool, value: object) -> str | None:
@@ -544,30 +572,41 @@ def cancelling() -> bool:
     return task is None or task.cancelling() > 0
 
 
-async def run_tool(t: Tool, input: dict[str, Any], cx: ToolContext) -> tuple[str, bool]:
+async def run_tool(
+    t: Tool, input: dict[str, Any], cx: ToolContext, *, checked: bool = False
+) -> tuple[str, bool]:
     """Check the input, run the tool and turn its outcome into result text.
 
-    A coroutine `run` is awaited; a plain one runs on a worker thread. A failed
-    check or an exception becomes `error: <message>`; never raises, except
+    A coroutine `run` is awaited; a plain one runs on a worker thread, or on the
+    event loop itself for a tool made with `blocking=False`. A failed check or an
+    exception becomes `error: <message>`; never raises, except
     `asyncio.CancelledError`.
+
+    Args:
+        t: The tool.
+        input: The call's input; the tool gets a copy of its own.
+        cx: The context the tool gets.
+        checked: The input was checked already (`check_input`): not again.
 
     Returns:
         The result text (not yet cut) and whether it is an error.
     """
-    problem = check_input(t, input)
-    if problem is not None:
+    if not checked and (problem := check_input(t, input)) is not None:
         return f"error: {problem}", True
     input = json_copy(input)  # the tool's own: what it changes, the call's events never show
     try:
         if t.is_async:
             value = await t.run(input, cx)
         else:
-            job = workers.run(t.run, input, cx)
-            if job.done():  # finished already: still let the loop run once, as it would to deliver it
-                await asyncio.sleep(0)  # (an abort, a timeout or another task gets its turn here)
-            value, ok = await job
-            if not ok:
-                raise value
+            if not t.blocking:  # declared never to block: no hop to a thread and back
+                value = t.run(input, cx)
+            else:
+                job = workers.run(t.run, input, cx)
+                if job.done():  # finished already: still let the loop run once, as it would to deliver it
+                    await asyncio.sleep(0)  # (an abort, a timeout or another task gets its turn here)
+                value, ok = await job
+                if not ok:
+                    raise value
             if type(value) not in _PLAIN and inspect.isawaitable(value):  # a plain function that
                 value = await value  # returned a coroutine
     except asyncio.CancelledError as exc:
