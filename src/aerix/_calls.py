@@ -1,15 +1,16 @@
 """The calls of one turn: `before_call`, the repeat rule, the input check, the tool, `after_call`.
 
-By default the calls run one at a time, each with its `call` event before it
-and its `result` event after it: the loop asks `Calls.plan` for each call's
-step, hands on its `call` event, then awaits `Calls.finish` (no async generator
-in between: this is the path every turn with a call takes). With
-`concurrent_calls=True` (`Calls.play`), `before_call`
-and the input checks run first, in call order, and every `call` event comes
-before any tool starts; then the tools run at once, and `after_call` and the
-`result` events follow in call order. Leaving early (an abort, a hook that
-raises, a consumer that closes the run) cancels every tool still running and
-waits for it to end.
+`Calls.play` takes every call of a turn down one path: its step is planned
+(`before_call`, the repeat rule, the input check), its `call` event handed on,
+its tool started, and its `result` event handed on after `after_call`. The calls
+go down it in batches, which is all that sets the two strategies apart: one at a
+time (the default), each call is a batch of its own, so its `result` comes
+before the next call's `before_call`; at once (`concurrent_calls=True`), the
+whole turn is one batch: every `before_call` and input check first, in call
+order, then every `call` event before any tool starts, then the tools at once,
+each as a task, and their `after_call`s and `result` events in call order.
+Leaving early (an abort, a hook that raises, a consumer that closes the run)
+cancels every tool still running and waits for it to end.
 
 The repeat rule (`Limits.repeats`): one identical call (the same tool and the
 same input) may run again that many times within a run. A call past it does
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ class Seen:
     repeated: bool = False
     """Whether the last turn had a call past `Limits.repeats`."""
     running: list[asyncio.Task[tuple[str, bool]]] = field(default_factory=list)
-    """The tools of the turn that run at once (`Calls.play`), while it plays."""
+    """The tools of the turn that run at once, while it plays."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -61,13 +62,22 @@ class _Step:
     outcome: tuple[str, bool] | None = None
     """The result text and error flag, once known (a refusal, a failed check)."""
     job: asyncio.Task[tuple[str, bool]] | None = None
-    """The tool running, when the calls run at once."""
+    """The tool running as a task, when the calls run at once."""
 
     def event(self) -> CallEvent:
         """The call's `call` event, with its own copy of the input: a consumer that changes
         it changes neither what the tool gets nor what the repeat rule compares."""
         call = self.call
         return CallEvent(id=call.id, tool=call.tool, input=json_copy(call.input))
+
+    @property
+    def runs(self) -> bool:
+        """Whether the call's tool is to run: not refused, not a repeat, its input checked."""
+        return self.key is not None and not self.repeat and self.outcome is None
+
+
+Results = list[tuple[str, str, str]]
+"""`(call id, tool name, result text)` for each call of a turn, in order."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -78,50 +88,47 @@ class Calls:
     hooks: Hooks
     limits: Limits
     concurrent: bool = False
-    """Run the tools of a turn at once (`play`), rather than one at a time (`plan`, then `finish`)."""
+    """Run the tools of a turn at once (the turn is one batch), rather than one at a time."""
 
     async def play(
-        self, calls: Sequence[Call], seen: Seen, signal: AbortSignal
+        self, calls: Sequence[Call], seen: Seen, signal: AbortSignal, done: Callable[[Results], None]
     ) -> AsyncGenerator[CallEvent | ResultEvent, None]:
-        """Run a turn's calls at once; yield a `call` event for each, then a `result` event for each.
+        """Run a turn's calls; yield each one's `call` event and `result` event.
 
         Args:
             calls: The turn's calls, in order, with their ids.
             seen: The run's calls so far (the repeat rule); updated.
             signal: The run's signal, which each tool gets.
+            done: Called with the turn's results once the last one is in, before its
+                event is handed on (a consumer that stops at that event keeps the turn).
         """
+        results: Results = []
         steps: list[_Step] = []
+        seen.repeated = False
         try:
-            for call in calls:
-                steps.append(await self.plan(call, seen, check=True))
-                if signal.aborted:  # by a hook: no other hook runs, and the run ends at the next event
-                    break
-            for step in steps:
-                yield step.event()
-            for step in steps:
-                if step.key is not None and not step.repeat and step.outcome is None:
-                    cx = ToolContext(signal=signal, call_id=step.call.id)
-                    step.job = asyncio.ensure_future(
-                        run_tool(self.tools[step.call.tool], step.call.input, cx)
-                    )
-                    seen.running.append(step.job)
-            for step in steps:
-                yield await self.finish(step, seen, signal)
+            for batch in [calls] if self.concurrent else [(call,) for call in calls]:
+                steps = []
+                for call in batch:
+                    steps.append(await self._step(call, seen))
+                    if signal.aborted:  # by a hook: no other hook runs, and the run ends at the next event
+                        break
+                for step in steps:
+                    yield step.event()
+                if self.concurrent:
+                    self._start(steps, seen, signal)
+                for step in steps:
+                    result = await self._finish(step, seen, signal)
+                    results.append((result.id, result.tool, result.text))
+                    if len(results) == len(calls):
+                        done(results)
+                    yield result
         finally:
-            seen.running.clear()
-            await _stop([s.job for s in steps if s.job is not None])
+            if self.concurrent:
+                seen.running.clear()
+                await _stop([s.job for s in steps if s.job is not None])
 
-    async def plan(self, call: Call, seen: Seen, *, check: bool = False) -> _Step:
-        """One call's step: `before_call`, then the repeat rule, then (if `check`) the input check.
-
-        One at a time, the loop hands on `step.event()`, then awaits `finish(step)`;
-        the input check is then `run_tool`'s own.
-
-        Args:
-            call: The call, with its id.
-            seen: The run's calls so far (the repeat rule); updated.
-            check: Check the input now (the calls of a turn that run at once).
-        """
+    async def _step(self, call: Call, seen: Seen) -> _Step:
+        """One call's step: `before_call`, then the repeat rule, then the input check."""
         if self.hooks.before_call is not None:
             call, refusal = await before_call(self.hooks, call)
             if refusal is not None:
@@ -133,34 +140,43 @@ class Calls:
             return _Step(call=call, key=key, repeat=True)
         seen.runs[key] = runs + 1
         step = _Step(call=call, key=key)
-        if check and (problem := check_input(self.tools[call.tool], call.input)) is not None:
+        if (problem := check_input(self.tools[call.tool], call.input)) is not None:
             step.outcome = (f"error: {problem}", True)
         return step
 
-    async def finish(self, step: _Step, seen: Seen, signal: AbortSignal) -> ResultEvent:
+    def _start(self, steps: list[_Step], seen: Seen, signal: AbortSignal) -> None:
+        """Start the tools of a batch at once, each as a task."""
+        for step in steps:
+            if step.runs:
+                step.job = asyncio.ensure_future(self._run(step.call, signal))
+                seen.running.append(step.job)
+
+    def _run(self, call: Call, signal: AbortSignal) -> Coroutine[Any, Any, tuple[str, bool]]:
+        """The call's tool, run on its checked input with `signal`."""
+        cx = ToolContext(signal=signal, call_id=call.id)
+        return run_tool(self.tools[call.tool], call.input, cx, checked=True)
+
+    async def _finish(self, step: _Step, seen: Seen, signal: AbortSignal) -> ResultEvent:
         """The `result` event of a planned call: its refusal, its repeat note, or the tool's
-        (run with `signal`, through `after_call`)."""
+        (awaited, or run now, with `signal`; through `after_call`)."""
         call = step.call
         if step.repeat:
             assert step.key is not None
-            text, error = _repeat(self.limits.repeats, seen.last.get(step.key)), True
-        elif step.key is None:  # refused
+            # the earlier result was cut already; the note after it stays whole
+            text = _repeat(self.limits.repeats, seen.last.get(step.key))
+            return ResultEvent(id=call.id, tool=call.tool, text=text, error=True)
+        if step.key is None:  # refused by `before_call`
             assert step.outcome is not None
             text, error = step.outcome
         else:
-            if step.outcome is not None:
+            if step.outcome is not None:  # its input failed the check
                 text, error = step.outcome
-            elif step.job is not None:
-                text, error = await step.job
             else:
-                cx = ToolContext(signal=signal, call_id=call.id)
-                text, error = await run_tool(self.tools[call.tool], call.input, cx)
+                text, error = await (step.job if step.job is not None else self._run(call, signal))
             if signal.aborted:  # a tool stopped by the abort that returned anyway: its turn is not kept
                 raise Aborted
             if self.hooks.after_call is not None:
                 text = await after_call(self.hooks, call, text)
-        if step.repeat:  # the earlier result was cut already; the note after it stays whole
-            return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
         text = cut_result(readable(text), self.limits.result_chars)
         if step.key is not None:
             seen.last[step.key] = (call.id, text)
@@ -174,7 +190,13 @@ _sorted_json = json.JSONEncoder(sort_keys=True, default=repr).encode
 def _key(call: Call) -> str:
     """A call's tool and input as one string: equal for equal inputs, whatever their key order,
     and whether a number is written `1` or `1.0` (one JSON number)."""
-    return call.tool + "\0" + _sorted_json(_same_numbers(call.input))
+    values = call.input.values()
+    same = call.input if _FLAT.issuperset(map(type, values)) else _same_numbers(call.input)
+    return call.tool + "\0" + _sorted_json(same)
+
+
+_FLAT = frozenset({str, int, bool, type(None)})
+"""Types of the values of an input that `_same_numbers` leaves as they are (most inputs' only ones)."""
 
 
 def _same_numbers(value: Any) -> Any:

@@ -52,9 +52,11 @@ class Guard:
             raise Aborted
         self._task = asyncio.current_task(self._loop)
 
-    def disarm(self) -> None:
-        """Let an abort cancel nothing (until the next `arm`)."""
-        self._task = None
+    def disarm(self) -> asyncio.Task[Any] | None:
+        """Let an abort cancel nothing (until the next `arm`); return the task it would have
+        cancelled (the current one, when armed since this step began)."""
+        task, self._task = self._task, None
+        return task
 
     def owns_cancel(self) -> bool:
         """After a `CancelledError`: whether it came only from an abort (then it is undone)."""
@@ -132,9 +134,9 @@ class Consumer:
         self._free = free
         self._task: asyncio.Task[Any] | None = None
 
-    def hand(self) -> None:
-        """The consumer is about to get an event: watch the task it runs in."""
-        task = asyncio.current_task()
+    def hand(self, task: asyncio.Task[Any] | None) -> None:
+        """The consumer is about to get an event: watch `task`, the one it runs in (the
+        current task, as `Guard.disarm` gives it: no second look-up)."""
         if task is not self._task:
             self.drop()
             if task is not None:

@@ -5,81 +5,41 @@ checked) → its calls, each through `before_call`, the repeat rule, the input
 check, the tool and `after_call` (`_calls`: one at a time, or at once) → their
 results as the next user message → the next turn … → a final or a limit.
 `Agent._play` tells that story as events; `Agent._run` hands them to the
-consumer and adds the ending, whatever happened.
+consumer and ends the run, in one place, with exactly one ending: the final
+or the limit `_play` stopped at (`_ending`), or what stopped it (`_failure`).
+A completed turn is kept in one place too (`_commit`). How a run starts, is
+dropped, abandoned and released is `_lifecycle`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
-import threading
 import types
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any, Never
 
 from ._answer import Answer, answer_of
-from ._calls import Calls, Seen
+from ._calls import Calls, Results
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
-from ._guard import Aborted, Consumer, Guard, Handout, aborted
+from ._guard import Aborted, Handout, aborted
 from ._hooks import on_final
+from ._lifecycle import NO_RETRY, Lifecycle, Retry, Run, Started
 from ._observe import observe
 from ._portal import iterate
 from ._stream import Reply
-from .abort import AbortController, AbortSignal
+from .abort import AbortSignal
 from .errors import AerixError, message_of
-from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
+from .events import AgentEvent, Call, EndEvent, FinalEvent, RetryEvent, TextEvent, TurnEvent
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import Hooks, Limits, ToolChoice, check_generation
 from .tools import Tool, json_copy
 from .turn import BadTurn, Turn, fit_text, json_closed, render_results, render_retry
 
 __all__ = ["Agent", "Answer"]
-
-
-@dataclass(kw_only=True, slots=True)
-class _Run:
-    """The state of one run."""
-
-    prompt: str
-    controller: AbortController
-    """Owns the run's signal: aborted by the user's signal, and at the run's end."""
-    signal: AbortSignal
-    unfollow: Callable[[], None]
-    """Stops following the user's signal."""
-    guard: Guard | None
-    """Turns an abort into a cancellation; `None` when nothing can abort the run (no user signal)."""
-    choice: str
-    """The tool choice of the next generation: the agent's for the first turn, then `"auto"`."""
-    pending: list[ChatMessage]
-    """The run's messages not yet in the conversation: the prompt, until a turn completes."""
-    retry: list[ChatMessage] = field(default_factory=list)
-    """The failed turn and the request to answer again, sent with the next generation only."""
-    generation: int = 0
-    """Generations so far, retries included."""
-    failures: int = 0
-    """Bad or cut turns in a row."""
-    short: bool = False
-    """Ask for a shorter turn: the last one was cut."""
-    reply: Reply = field(default_factory=Reply)
-    """The last generation's reply."""
-    seen: Seen = field(default_factory=Seen)
-    """The calls run so far, for the repeat rule (`Limits.repeats`)."""
-    ending: FinalEvent | EndEvent | None = None
-    consumer: Consumer | None = None
-    """The task the run's consumer iterates it in, watched while the consumer has an event."""
-    released: bool = False
-    """The agent is free of the run: it ended, or its consumer's task was cancelled."""
-
-
-@dataclass(slots=True)
-class _Started:
-    """Where `_run` leaves its run as it starts it, for `_dropped` to end."""
-
-    run: _Run | None = None
-    """`None` until the consumer asks for the first event."""
 
 
 class Agent:
@@ -160,9 +120,7 @@ class Agent:
         """The tools as a `ToolFit` model reads them."""
         self._messages: list[ChatMessage] = []
         self._next_id = 0
-        self._busy = False
-        self._current: _Run | None = None
-        self._lock = threading.Lock()
+        self._life = Lifecycle()
 
     @property
     def name(self) -> str | None:
@@ -197,8 +155,7 @@ class Agent:
     @property
     def busy(self) -> bool:
         """Whether a run is in progress."""
-        self._free_abandoned()
-        return self._busy
+        return self._life.busy
 
     def reset(self) -> None:
         """Forget the conversation.
@@ -207,7 +164,7 @@ class Agent:
             AerixError: `kind="busy"` during a run.
         """
         try:
-            self._check_idle()
+            self._life.check_idle()
         except AerixError:
             raise AerixError(
                 "busy", "cannot reset the agent during a run; abort it or wait for its end"
@@ -234,10 +191,10 @@ class Agent:
                 or only whitespace, or holds a surrogate that UTF-8 cannot encode.
         """
         check_run_args(prompt, signal)
-        self._check_idle()
-        started = _Started()
+        self._life.check_idle()
+        started = Started()
         events = observe(self, self._run(prompt, signal, started), signal)  # the one seam for tracing
-        return Handout(events, lambda held: self._dropped(started, events, held))
+        return Handout(events, lambda held: self._life.dropped(started, events, held))
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """Run to the end and return the final answer.
@@ -256,84 +213,49 @@ class Agent:
         here, else on a worker thread. Leaving the iteration early aborts the run.
         """
         check_run_args(prompt, signal)
-        self._check_idle()
+        self._life.check_idle()
         return iterate(lambda run_signal: observe(self, self._run(prompt, run_signal), run_signal), signal)
 
     def ask_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """`ask` for code without an event loop (or inside one: a notebook)."""
         return answer_of(list(self.run_sync(prompt, signal=signal)))
 
-    def _free_abandoned(self) -> None:
-        """Free the agent of a run whose consumer's task was cancelled while it had an event (the
-        task's callback does it too, but only at the loop's next turn)."""
-        run = self._current
-        if run is not None and run.consumer is not None and run.consumer.abandoned():
-            self._abandon(run)
-
-    def _abandon(self, run: _Run, reason: str = "the task that consumed the run was cancelled") -> None:
-        """End a run whose consumer is gone: abort what it runs and free the agent. (Should
-        another task resume it after all, it ends there with `abort` and this reason.)"""
-        run.controller.abort(reason)
-        self._release(run)
-
-    def _dropped(self, started: _Started, events: object, held: bool) -> None:
-        """The consumer dropped a run's events between two of them (`Handout`): nothing can
-        resume the run, so it is ended now, not when the event loop gets to close it. Not if
-        a step is under way (`ag_running`) or still held (`held`: a task yet to take it)."""
-        run = started.run
-        if held or run is None or run.released or getattr(events, "ag_running", True):
-            return
-        if any(not job.done() for job in run.seen.running):  # tools run at once: they stop now, and
-            # the agent is free once they have (when the event loop closes the run)
-            run.controller.abort("the run's consumer dropped it")
-        else:
-            self._abandon(run, "the run's consumer dropped it")
-
-    def _check_idle(self) -> None:
-        self._free_abandoned()
-        if self._busy:
-            raise AerixError("busy", "the agent is already running; one run at a time per agent")
+    @property
+    def _current(self) -> Run | None:
+        """The run under way, if any (tracing reads its state)."""
+        return self._life.current
 
     async def _run(
-        self, prompt: str, user_signal: AbortSignal | None, started: _Started | None = None
+        self, prompt: str, user_signal: AbortSignal | None, started: Started | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
         """A run as its consumer sees it: the events of `_play`, then exactly one ending
-        (`started` gets the run, for `_dropped`)."""
-        run = self._start(prompt, user_signal)
+        (`started` gets the run, for `Lifecycle.dropped`)."""
+        run = self._life.start(prompt, user_signal, self._tool_choice)
         if started is not None:
             started.run = run
-        guard = run.guard
-        consumer = run.consumer = Consumer(lambda: self._abandon(run))
+        guard, consumer = run.guard, run.consumer
         try:
-            try:
-                async with aclosing(self._play(run)) as play:
-                    if guard is None:
-                        async for ev in play:
-                            consumer.hand()  # a consumer cancelled while it has the event frees the agent
-                            yield ev
-                            if run.released:  # so: resumed by another task after all, it ends here
-                                raise Aborted
-                    else:
-                        guard.arm()
-                        async for ev in play:
-                            guard.disarm()  # while the consumer has the event, an abort cancels nothing
-                            consumer.hand()
-                            yield ev
-                            guard.arm()  # raises `Aborted` if the run was freed meanwhile
-                assert run.ending is not None, "a run that plays to its end has an ending"
-                ending = run.ending
-            except (asyncio.CancelledError, Exception) as exc:
-                failure = self._failure(exc, run)
-                if failure is None:  # the consumer's task is being cancelled: no ending, as Python expects
-                    raise
-                ending = failure
-            self._release(run)  # free the agent before the last event: a consumer may break on it
-            yield ending
+            async with aclosing(self._play(run)) as play:
+                guard.arm()
+                async for ev in play:
+                    # While the consumer has the event, an abort cancels nothing, and a consumer
+                    # cancelled there frees the agent. (No reference to its task stays here.)
+                    consumer.hand(guard.disarm())
+                    yield ev
+                    guard.arm()  # raises `Aborted` if the run was aborted, or freed, meanwhile
+            ending = self._ending(run)
+        except (asyncio.CancelledError, Exception) as exc:
+            failure = self._failure(run, exc)
+            if failure is None:  # the consumer's task is being cancelled: no ending, as Python expects
+                raise
+            ending = failure
         finally:
-            self._release(run)
+            self._life.release(run)  # free the agent before the last event: a consumer may break on it
+        yield ending
 
-    async def _play(self, run: _Run) -> AsyncGenerator[AgentEvent, None]:
-        """What a run does: generations until a final or a limit, which it leaves in `run.ending`."""
+    async def _play(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
+        """What a run does: generations until a final is accepted, a bad turn has no retry
+        left, or `limits.turns` is reached (`_ending` says which)."""
         await self._choose_first(run)
         while run.generation < self._limits.turns:
             run.generation += 1
@@ -351,12 +273,12 @@ class Agent:
             yield reply.usage()
             turn = self._contract.parse(reply.text, run.choice)  # a typed final: checked, converted
             if isinstance(turn, BadTurn):
-                retry = self._retry(run, turn.reason, bound=turn.bound)
-                if retry is None:  # out of generations or retries: `run.ending` says which
+                retry = self._retry(run, turn)
+                if retry is None:
                     return
                 yield retry
                 continue
-            run.failures, run.retry, run.choice, run.short = 0, [], "auto", False
+            run.retry, run.choice = NO_RETRY, "auto"
             if turn.final is not None:
                 if await self._final(run, turn):
                     return
@@ -365,61 +287,29 @@ class Agent:
             # The event's own copies of the inputs: a consumer that changes them changes no call.
             shown = tuple([Call(id=c.id, tool=c.tool, input=json_copy(c.input)) for c in calls])
             yield TurnEvent(turn=run.generation, calls=shown, thought=turn.thought)
-            results: list[tuple[str, str, str]] = []
-            run.seen.repeated = False
-            if not self._calls.concurrent:  # one at a time: each call's `call` event, then its `result`
-                for call in calls:
-                    step = await self._calls.plan(call, run.seen)
-                    yield step.event()
-                    result = await self._calls.finish(step, run.seen, run.signal)
-                    results.append((result.id, result.tool, result.text))
-                    self._turn_done(run, turn, calls, results)
-                    yield result
-            else:
-                async with aclosing(self._calls.play(calls, run.seen, run.signal)) as played:
-                    async for ev in played:  # every `call` event, then the `result`s in call order
-                        if isinstance(ev, ResultEvent):
-                            results.append((ev.id, ev.tool, ev.text))
-                            self._turn_done(run, turn, calls, results)
-                        yield ev
-        plural = "" if run.generation == 1 else "s"
-        run.ending = EndEvent(
-            reason="turns", message=f"no final after {run.generation} generation{plural} (limits.turns)"
-        )
+            done = functools.partial(self._calls_done, run, turn)  # kept once the last result is in
+            played = self._calls.play(calls, run.seen, run.signal, done)
+            try:
+                async for ev in played:  # each call's `call` event and `result` event
+                    yield ev
+            finally:  # tools still running at once stop now, not when the event loop collects them
+                await played.aclose()
 
-    def _start(self, prompt: str, user_signal: AbortSignal | None) -> _Run:
-        """Take the agent for a run (unless it is busy) and give the run its own signal and guard."""
-        with self._lock:
-            self._check_idle()
-            self._busy = True
-        controller = AbortController()
-        run = _Run(
-            prompt=prompt,
-            controller=controller,
-            signal=controller.signal,
-            unfollow=controller.follow(user_signal),
-            guard=None if user_signal is None else Guard(controller.signal),
-            choice=self._tool_choice,
-            pending=[{"role": "user", "content": str.__str__(prompt)}],  # a plain str, the same text
-        )
-        self._current = run
-        return run
-
-    async def _choose_first(self, run: _Run) -> None:
+    async def _choose_first(self, run: Run) -> None:
         """Under `"auto"`, let a `ToolFit` model say whether the first turn calls a tool or answers."""
         if run.choice == "auto" and self._constrain and isinstance(self._model, ToolFit) and self._tool_list:
             fit = await self._model.tools_fit(run.prompt, self._tool_texts)
             if fit is not None:
                 run.choice = "required" if fit else "none"
 
-    def _generate(self, run: _Run) -> AsyncIterator[Delta]:
+    def _generate(self, run: Run) -> AsyncIterator[Delta]:
         """Ask the model for one generation: the conversation so far, under the turn's schema."""
         opts: GenerateOptions = {**self._generation}  # type: ignore[typeddict-item]
         opts["max_tokens"] = self._limits.max_tokens
         opts["signal"] = run.signal
         if self._constrain:
-            opts["constraint"] = {"json": self._contract.schema(run.choice, run.short)}
-        stream = self._model.chat([self._system, *self._messages, *run.pending, *run.retry], opts)
+            opts["constraint"] = {"json": self._contract.schema(run.choice, run.retry.short)}
+        stream = self._model.chat([self._system, *self._messages, *run.pending, *run.retry.messages], opts)
         if not hasattr(stream, "__aiter__"):
             if inspect.iscoroutine(stream):
                 stream.close()  # never awaited: closed, so Python does not warn of it
@@ -432,82 +322,77 @@ class Agent:
             )
         return stream
 
-    def _retry(self, run: _Run, reason: str, *, bound: bool = False) -> RetryEvent | None:
-        """A bad or cut turn: the retry to ask for, or `None` (with `run.ending`) when none is left;
-        `bound`: its retry bounds numbers (the turn wrote one too large), as that of a cut turn."""
+    def _retry(self, run: Run, bad: BadTurn) -> RetryEvent | None:
+        """A bad or cut turn: the retry to ask for, or `None` when none is left (the last
+        generation allowed failed, or one turn too many failed in a row)."""
         limits = self._limits
+        reason = bad.reason
         cut = run.reply.cut and not json_closed(run.reply.text)
         if cut:
             reason = f"cut: the turn reached max_tokens ({limits.max_tokens}) before its JSON closed"
-        if run.generation == limits.turns:
-            run.ending = EndEvent(
-                reason="turns", message=f"the last generation allowed by limits.turns failed: {reason}"
-            )
-            return None
-        if run.failures == limits.retries:
-            run.ending = EndEvent(
-                reason="retries",
-                message=(
-                    f"{run.failures + 1} bad turns in a row (limits.retries={limits.retries}); last: {reason}"
-                    if run.failures
-                    else f"a bad turn (limits.retries=0): {reason}"
-                ),
-            )
-            return None
-        run.failures += 1
-        run.short = run.short or cut or bound
-        run.retry = [
-            {"role": "assistant", "content": run.reply.text},
-            {
-                "role": "user",
-                "content": render_retry(
-                    reason,
-                    cut=cut,
-                    max_tokens=limits.max_tokens,
-                    final_only=run.choice == "none" or not self._tool_list,
-                ),
-            },
-        ]
-        return RetryEvent(turn=run.generation, reason=reason)
+        failures = run.retry.failures + 1
+        last = run.generation == limits.turns or failures > limits.retries
+        messages: tuple[ChatMessage, ...] = ()
+        if not last:
+            final_only = run.choice == "none" or not self._tool_list
+            again = render_retry(reason, cut=cut, max_tokens=limits.max_tokens, final_only=final_only)
+            messages = ({"role": "assistant", "content": run.reply.text}, {"role": "user", "content": again})
+        # `bound`: the turn wrote a number too large; its retry bounds numbers, as that of a cut turn
+        short = run.retry.short or cut or bad.bound
+        run.retry = Retry(failures=failures, reason=reason, short=short, messages=messages)
+        return None if last else RetryEvent(turn=run.generation, reason=reason)
 
-    async def _final(self, run: _Run, turn: Turn) -> bool:
-        """A final turn: the run's answer (`True`, in `run.ending`), unless `on_final` continues it."""
+    async def _final(self, run: Run, turn: Turn) -> bool:
+        """A final turn: the run's answer (`True`), unless `on_final` continues the run."""
         assert turn.final is not None
         more = await on_final(self._hooks, turn.final, run.signal)
-        if more is None:
-            self._commit(run)
-            run.ending = FinalEvent(text=turn.final, thought=turn.thought, output=turn.value)
-            return True
         self._commit(run, more)
-        return False
+        if more is None:
+            run.final = FinalEvent(text=turn.final, thought=turn.thought, output=turn.value)
+        return more is None
 
-    def _turn_done(
-        self, run: _Run, turn: Turn, calls: tuple[Call, ...], results: list[tuple[str, str, str]]
-    ) -> None:
-        """Once a turn's last result is in, before its event is handed out: the turn is complete
-        and kept (a consumer that stops at that event keeps it)."""
-        if len(results) < len(calls):
-            return
+    def _calls_done(self, run: Run, turn: Turn, results: Results) -> None:
+        """A turn's last result is in: the turn is complete, and kept before the result is handed out."""
         if run.seen.repeated:  # a call past `limits.repeats`: the next turn may only answer
             run.choice = "none"
         self._commit(run, render_results(results, turn.dropped))
 
-    def _commit(self, run: _Run, answer: str | None = None) -> None:
-        """Keep a completed turn: the pending prompt, the reply, and the results or continue text."""
+    def _commit(self, run: Run, answer: str | None = None) -> None:
+        """Keep a completed turn (the one place a conversation grows): the pending prompt, the
+        reply, and the results or the continue text."""
         self._messages += run.pending
         run.pending.clear()
         self._messages.append({"role": "assistant", "content": run.reply.text})
         if answer is not None:
             self._messages.append({"role": "user", "content": answer})
 
-    def _failure(self, exc: BaseException, run: _Run) -> EndEvent | None:
+    def _ending(self, run: Run) -> FinalEvent | EndEvent:
+        """The ending of a run that played to its end: its final, or the limit it stopped at."""
+        if run.final is not None:
+            return run.final
+        limits, retry, n = self._limits, run.retry, run.generation
+        if not retry.failures:
+            plural = "" if n == 1 else "s"
+            return EndEvent(reason="turns", message=f"no final after {n} generation{plural} (limits.turns)")
+        if n == limits.turns:
+            return EndEvent(
+                reason="turns", message=f"the last generation allowed by limits.turns failed: {retry.reason}"
+            )
+        if retry.failures == 1:
+            return EndEvent(reason="retries", message=f"a bad turn (limits.retries=0): {retry.reason}")
+        message = (
+            f"{retry.failures} bad turns in a row (limits.retries={limits.retries}); last: {retry.reason}"
+        )
+        return EndEvent(reason="retries", message=message)
+
+    def _failure(self, run: Run, exc: BaseException) -> EndEvent | None:
         """The ending of a run that raised `exc` (a failure ends it, never escapes), or `None` if the
         consumer's task is being cancelled."""
         signal = run.signal
         if isinstance(exc, Aborted):
             return aborted(signal)
         if isinstance(exc, asyncio.CancelledError):
-            if run.guard is not None and run.guard.owns_cancel():
+            if run.guard.owns_cancel():
                 return aborted(signal)
             task = asyncio.current_task()
             if task is not None and task.cancelling() == 0:
@@ -516,17 +401,6 @@ class Agent:
         if signal.aborted:  # a failure on the way out of an abort is the abort
             return aborted(signal)
         return EndEvent(reason="error", message=message_of(exc))
-
-    def _release(self, run: _Run) -> None:
-        run.released = True
-        if run.consumer is not None:
-            run.consumer.drop()
-        if run.guard is not None:
-            run.guard.close()
-        run.controller.abort("run ended")  # stops tools or engines still holding the signal
-        run.unfollow()
-        if self._current is run:  # not a newer run's state
-            self._current, self._busy = None, False
 
     def _new_id(self) -> str:
         self._next_id += 1

@@ -79,8 +79,7 @@ def parse_turn(
         return BadTurn(reason=f"not JSON ({_json_error(exc)}); {_expected(tool_choice, tools, typed)}")
     if not isinstance(obj, dict):
         return BadTurn(reason=f"not a JSON object; {_expected(tool_choice, tools, typed)}")
-    extra = [k for k in obj if k not in ("calls", "final", "thought")]
-    if extra or ("calls" in obj) == ("final" in obj):
+    if not obj.keys() <= _TURN_KEYS or ("calls" in obj) == ("final" in obj):
         return BadTurn(reason=f"not one of the two shapes; {_expected(tool_choice, tools, typed)}")
     thought = obj.get("thought")
     if thought is not None and not isinstance(thought, str):
@@ -112,7 +111,7 @@ def parse_turn(
         allowed = {tool_choice}
     calls = []
     for i, c in enumerate(raw[:MAX_CALLS], 1):
-        if not isinstance(c, dict) or set(c) != {"tool", "input"}:
+        if not isinstance(c, dict) or c.keys() != _CALL_KEYS:
             return BadTurn(reason=f'call {i} must be {{"tool":"<name>","input":{{...}}}}')
         if not isinstance(c["tool"], str) or c["tool"] not in allowed:
             if any(c["tool"] == t.name for t in tools):  # a known tool, but tool_choice names another
@@ -123,6 +122,10 @@ def parse_turn(
             return BadTurn(reason=f"call {i}: input must be an object")
         calls.append(ParsedCall(tool=c["tool"], input=c["input"]))
     return Turn(calls=tuple(calls), thought=thought, dropped=max(0, len(raw) - MAX_CALLS))
+
+
+_TURN_KEYS = frozenset({"calls", "final", "thought"})
+_CALL_KEYS = frozenset({"tool", "input"})
 
 
 def json_closed(text: str) -> bool:
