@@ -11,7 +11,9 @@ the final text), so a broken run cannot look fast.
 
 `add` is measured twice: as a plain function (which aerix, pydantic-ai and the
 OpenAI Agents SDK all run on a worker thread, so each call pays a thread hop)
-and as a coroutine function (awaited on the loop). smolagents is synchronous,
+and as a coroutine function (awaited on the loop). aerix also runs it as a plain
+function declared never to block (`tool(add, blocking=False)`: called on the
+loop, no thread hop, as the floor calls it). smolagents is synchronous,
 runs only plain functions and calls them inline, so it has one row. The
 hand-written floor (`floor`) is the least code that plays the scenario: what is
 left of any loop, so a row divided by it is that library's own cost.
@@ -75,6 +77,7 @@ def aerix_contender(
     bare: bool = False,
     traced: Literal["sdk", "no-op"] | None = None,
     unpinned: bool = False,
+    blocking: bool = True,
 ) -> Contender:
     """The aerix side: `Agent(model=ScriptedModel(texts), tools=[add])`, `await agent.ask()`.
 
@@ -88,11 +91,13 @@ def aerix_contender(
             `"no-op"` with the API's `NoOpTracerProvider` (aerix's own part of the cost).
         unpinned: Run with the worker threads of plain-function tools never pinned to the
             loop's core (as aerix did before 0.2): what the pin saves, side by side.
+        blocking: `False` makes `add` with `tool(add, blocking=False)`: a plain function
+            declared never to block, called on the event loop without the thread hop.
     """
     from aerix import Agent, tool
     from aerix.testing import ScriptedModel
 
-    add = tool(add_tool(kind))
+    add = tool(add_tool(kind)) if blocking else tool(add_tool(kind), blocking=False)
     texts = [json.dumps({"calls": [{"tool": "add", "input": call_input(i)}]}) for i in range(CALL_TURNS)]
     texts.append(json.dumps({"final": FINAL}))
     model_class = BareModel if bare else ScriptedModel
@@ -120,7 +125,8 @@ def aerix_contender(
         return Trial(run=run, awaits=True, check=check)
 
     model = "BareModel" if bare else "ScriptedModel"
-    how = f"Agent(model={model}(texts), tools=[tool(add)]); await agent.ask()"
+    made = "tool(add)" if blocking else "tool(add, blocking=False)"
+    how = f"Agent(model={model}(texts), tools=[{made}]); await agent.ask()"
     if unpinned:
         how += ", worker threads not pinned (aerix._workers._core_reader patched to None)"
     if traced is not None:
@@ -128,7 +134,7 @@ def aerix_contender(
         how = f"aerix.otel.instrument(tracer_provider={where}); {how}"
     return Contender(
         name=f"aerix ({model}{'' if traced is None else f', traced ({traced})'}"
-        f"{', workers not pinned' if unpinned else ''})",
+        f"{', workers not pinned' if unpinned else ''}{'' if blocking else ', blocking=False'})",
         version=_aerix_version(),
         tool=kind,
         how=how,
@@ -289,12 +295,17 @@ LOADERS: dict[str, Callable[[ToolKind], Contender]] = {
     "aerix-traced": functools.partial(aerix_contender, traced="sdk"),
     "aerix-traced-noop": functools.partial(aerix_contender, traced="no-op"),
     "aerix-unpinned": functools.partial(aerix_contender, unpinned=True),
+    "aerix-nonblocking": functools.partial(aerix_contender, blocking=False),
     "floor": floor_contender,
     "pydantic-ai": _peer("pydantic_ai_peer"),
     "openai-agents": _peer("openai_agents_peer"),
     "smolagents": _peer("smolagents_peer"),
 }
-KINDS: dict[str, tuple[ToolKind, ...]] = {"smolagents": ("def",), "aerix-unpinned": ("def",)}
+KINDS: dict[str, tuple[ToolKind, ...]] = {
+    "smolagents": ("def",),
+    "aerix-unpinned": ("def",),
+    "aerix-nonblocking": ("def",),
+}
 """Tool kinds a library supports, where not all of them."""
 
 
@@ -546,6 +557,9 @@ pins an idle worker to the core the loop's thread is on just before it hands it 
 the worker lets go of the pin before the tool runs (the tool, and any thread or process it
 starts, keeps every core the process may use): two `sched_setaffinity` calls a hand-off.
 **aerix (ScriptedModel, workers not pinned)** is the same run without the pin.
+**aerix (ScriptedModel, blocking=False)** makes `add` with `tool(add, blocking=False)`, which
+declares a plain function that never blocks: aerix calls it on the event loop, as the floor
+does, without the thread hop.
 aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
 messages and estimates token counts over the whole conversation on every turn, and with
 `BareModel`, a five-line model that only streams the texts, like the peers' fakes; the
