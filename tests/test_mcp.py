@@ -607,6 +607,29 @@ async def test_a_servers_own_error_of_code_32000_is_a_refusal_not_a_closed_sessi
         assert await call(tools["ok"], {}) == ("ok {}", False)  # the session goes on
 
 
+async def test_the_servers_annotations_of_a_tool_are_on_it_and_ask_for_no_approval() -> None:
+    listed = json.dumps(
+        [
+            {"name": "wipe", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
+            {
+                "name": "look",
+                "inputSchema": {"type": "object"},
+                "annotations": {"title": "Look", "readOnlyHint": True, "openWorldHint": False},
+            },
+            {"name": "plain", "inputSchema": {"type": "object"}},
+        ]
+    )
+    async with MCPServer.stdio(sys.executable, [LISTED, listed]) as server:
+        tools = by_name(server)
+        assert dict(tools["wipe"].annotations) == {"destructiveHint": True}
+        assert dict(tools["look"].annotations) == {"title": "Look", "readOnlyHint": True, "openWorldHint": False}
+        assert dict(tools["plain"].annotations) == {}
+        with pytest.raises(TypeError):
+            tools["wipe"].annotations["destructiveHint"] = False  # type: ignore[index]
+        assert not any(t.needs_approval for t in server.tools)  # the agent decides, not the server
+        assert await call(tools["wipe"], {}) == ("ok {}", False)
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 

@@ -60,6 +60,8 @@ class ToolContext:
 
 ToolRun: TypeAlias = Callable[..., Any]
 
+_NO_ANNOTATIONS: Mapping[str, Any] = types.MappingProxyType({})
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Tool:
@@ -86,6 +88,16 @@ class Tool:
     all read, so that a change to `schema` after the fact cannot set them apart."""
     validator: Validator | None = field(default=None, repr=False, compare=False)
     """The input check, compiled from `decoded` once (`check_input` compiles it if `None`)."""
+    needs_approval: bool = field(default=False, repr=False)
+    """Whether each call waits for a person's decision before it runs (`tool(...,
+    needs_approval=True)`): the run ends `paused` with the call in `EndEvent.pending`, and
+    `Agent.resume` runs it, refuses it or runs it with another input."""
+    annotations: Mapping[str, Any] = field(default_factory=lambda: _NO_ANNOTATIONS, repr=False, compare=False)
+    """What the tool's source says of its behaviour, read-only: for a tool of an MCP server,
+    the tool's MCP annotations as the server sent them (`readOnlyHint`, `destructiveHint`,
+    `idempotentHint`, `openWorldHint`, `title`; the keys it left out absent); empty for
+    other tools. The loop acts on none of them (`aerix run` asks before a call of a tool
+    whose `destructiveHint` is true)."""
 
     def __hash__(self) -> int:  # frozen, so it may be a set member or a key; equal tools hash alike
         return hash((self.name, self.description))
@@ -342,10 +354,14 @@ def _caller(
 
 
 @overload
-def tool(fn: Callable[..., Any], /, *, blocking: bool = True) -> Tool: ...
+def tool(fn: Callable[..., Any], /, *, blocking: bool = True, needs_approval: bool = False) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, blocking: bool = True
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    blocking: bool = True,
+    needs_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 @overload
 def tool(
@@ -355,6 +371,7 @@ def tool(
     input: Mapping[str, Field | Mapping[str, Any]],
     run: Callable[..., Any],
     blocking: bool = True,
+    needs_approval: bool = False,
 ) -> Tool: ...
 @overload
 def tool(
@@ -364,9 +381,17 @@ def tool(
     schema: Mapping[str, Any],
     run: Callable[..., Any],
     blocking: bool = True,
+    needs_approval: bool = False,
 ) -> Tool: ...
 @overload
-def tool(*, name: str, description: str = "", run: Callable[..., Any], blocking: bool = True) -> Tool: ...
+def tool(
+    *,
+    name: str,
+    description: str = "",
+    run: Callable[..., Any],
+    blocking: bool = True,
+    needs_approval: bool = False,
+) -> Tool: ...
 
 
 def tool(
@@ -379,6 +404,7 @@ def tool(
     schema: Mapping[str, Any] | None = None,
     run: Callable[..., Any] | None = None,
     blocking: bool = True,
+    needs_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool, explicitly or from a typed, documented function.
 
@@ -409,6 +435,11 @@ def tool(
             compute for long): `True` runs it on a worker thread, so that it never blocks
             the event loop; `False` declares one that never blocks, run on the event loop
             itself without the hop to a thread. A coroutine function is awaited either way.
+        needs_approval: Whether each call waits for a person's decision before it runs.
+            `True` ends a run whose turn calls the tool with `end(reason="paused")`,
+            the call in `EndEvent.pending` and `Agent.pending`; `Agent.resume` then
+            runs it, refuses it, or runs it with another input. The turn's other calls
+            run as usual.
 
     Raises:
         AerixError: `kind="options"`, naming what is wrong in the definition.
@@ -428,11 +459,17 @@ def tool(
         ... )
         >>> shout.schema["required"]
         ['text']
+        >>> @tool(needs_approval=True)
+        ... def delete(path: str) -> str:
+        ...     '''Delete a file.'''
+        ...     return f"deleted {path}"
+        >>> delete.needs_approval
+        True
     """
     if fn is not None:
         if any(x is not None for x in (name, description, input, schema, run)):
             raise _bad("tool(fn) takes no other arguments; use @tool(name=..., description=...)")
-        return _blocking(_from_function(fn, None, None), blocking)
+        return _approval(_blocking(_from_function(fn, None, None), blocking), needs_approval)
     if run is not None or input is not None or schema is not None:
         if run is None:
             raise _bad(f"tool {name!r}: missing run; pass run=fn, called as run(input, cx)")
@@ -446,10 +483,10 @@ def tool(
         adapted, is_async = _explicit_run(name, run) if callable(run) else (run, False)
         about = "" if description is None else description
         made = _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
-        return _blocking(made, blocking)
+        return _approval(_blocking(made, blocking), needs_approval)
 
     def decorate(f: Callable[..., Any]) -> Tool:
-        return _blocking(_from_function(f, name, description), blocking)
+        return _approval(_blocking(_from_function(f, name, description), blocking), needs_approval)
 
     return decorate
 
@@ -462,6 +499,16 @@ def _blocking(t: Tool, blocking: object) -> Tool:
             f"default) or False (it never blocks: it runs on the event loop), got {blocking!r}"
         )
     return t if blocking else dataclasses.replace(t, blocking=False)
+
+
+def _approval(t: Tool, needs_approval: object) -> Tool:
+    """`t`, made with `tool(..., needs_approval=needs_approval)`."""
+    if not isinstance(needs_approval, bool):
+        raise _bad(
+            f"tool {t.name!r}: needs_approval must be True (each call waits for a person's decision: "
+            f"Agent.resume) or False (calls run at once, the default), got {needs_approval!r}"
+        )
+    return dataclasses.replace(t, needs_approval=True) if needs_approval else t
 
 
 def check_input(t: Tool, value: object) -> str | None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import math
 import os
 import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TextIO
 
 import anyio
@@ -221,6 +223,13 @@ class MCPServer:
     def tools(self) -> tuple[Tool, ...]:
         """Its tools, one per server tool: there only inside `async with`.
 
+        Each has the server tool's description, its `inputSchema` as `schema`, and its MCP
+        annotations (`destructiveHint`, `readOnlyHint`, ...) as `Tool.annotations`. No tool
+        of a server needs approval in the agent (`needs_approval` is `False`); to have a
+        person decide on the destructive ones, give them `needs_approval` as `aerix run`
+        does: `dataclasses.replace(t, needs_approval=True)` where
+        `t.annotations.get("destructiveHint") is True` and `readOnlyHint` is not.
+
         Raises:
             AerixError: `kind="options"`, outside `async with`.
         """
@@ -373,6 +382,9 @@ class MCPServer:
                     f"MCP server {self.name!r}: tool {label}: {said}; "
                     f"leave it out with names={{{t.name!r}: None}}"
                 ) from None
+            if t.annotations is not None:
+                hints = t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                made = dataclasses.replace(made, annotations=MappingProxyType(hints))
             tools.append(made)
         return tuple(tools)
 
