@@ -34,7 +34,7 @@ from .options import Hooks, Limits
 from .tools import Tool, ToolContext, check_input, cut_result, json_copy, readable, run_tool
 from .turn import MAX_INTEGER
 
-__all__ = ["Calls", "Seen"]
+__all__ = ["Calls", "Results", "Seen"]
 
 
 @dataclass(kw_only=True, slots=True)
