@@ -26,6 +26,7 @@ from ._calls import Calls, Results
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
 from ._guard import Aborted, Handout, aborted
+from ._handover import handover
 from ._hooks import on_final
 from ._lifecycle import NO_RETRY, Lifecycle, Retry, Run, Started
 from ._observe import observe
@@ -307,6 +308,7 @@ class Agent:
         opts: GenerateOptions = {**self._generation}  # type: ignore[typeddict-item]
         opts["max_tokens"] = self._limits.max_tokens
         opts["signal"] = run.signal
+        opts["handover"] = handover(self._system, self._messages, run.pending)
         if self._constrain:
             opts["constraint"] = {"json": self._contract.schema(run.choice, run.retry.short)}
         stream = self._model.chat([self._system, *self._messages, *run.pending, *run.retry.messages], opts)

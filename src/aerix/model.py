@@ -17,6 +17,7 @@ from .abort import AbortSignal
 from .errors import AerixError
 
 __all__ = [
+    "CallMade",
     "ChatMessage",
     "Constraint",
     "ContextExceeded",
@@ -24,6 +25,8 @@ __all__ = [
     "FinishReason",
     "GenerateOptions",
     "GenerationOptions",
+    "Handover",
+    "JsonPath",
     "Model",
     "Role",
     "ToolFit",
@@ -59,11 +62,69 @@ class GenerationOptions(TypedDict, total=False):
     stop: list[str]
 
 
+JsonPath = tuple[str | None, ...]
+"""Where a value sits in a JSON document: the keys from the root down, `None` for any item
+of an array (`("calls", None, "tool")`: the `tool` of any item of `calls`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallMade:
+    """A call that a turn wrote, with its result."""
+
+    tool: str
+    """The tool's name."""
+    input: Any
+    """The call's input, as the turn wrote it (a JSON value)."""
+    result: str | None = None
+    """The tool's own words: its result without what the loop writes around it (no label,
+    `error: ` or note); `None` where the conversation holds no result for the call."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Handover:
+    """What the loop tells an engine about the generation it asks for, so that the engine
+    never reads it back from the messages' wording (`GenerateOptions["handover"]`).
+
+    An `Agent` gives one with every generation; any engine may ignore it. `LlamaCpp`'s value
+    rules read it: the request a call's tool is picked for, the calls a later turn should
+    not write again, the texts values copy, where the tool name and the input are written.
+
+    Example:
+        A caller that replays a conversation without an `Agent` gives one itself:
+
+            question = "What is the weather in Porto?"
+            opts = {"handover": Handover(request=question, first_turn=True, texts=(question,))}
+    """
+
+    request: str | None = None
+    """The user's latest request: the one this generation answers; `None` if there is none."""
+    first_turn: bool = False
+    """Whether this generation writes the first turn for `request` (no turn has called a tool
+    for it yet; a retry of that turn is still the first)."""
+    calls: tuple[CallMade, ...] = ()
+    """The calls the turns for `request` wrote so far, in order, each with its result."""
+    said: tuple[str, ...] = ()
+    """The user's own messages, in order: the requests, not the results the loop sends back
+    nor its requests for a turn again."""
+    texts: tuple[str, ...] = ()
+    """The texts values may be copied from, in order: the user's messages and the tools'
+    results, each in its own words (`CallMade.result`)."""
+    placeholders: tuple[str, ...] = ()
+    """The placeholders of the system message, in order, each once: what stands for a value
+    in a JSON example there (`<your answer>` in `{"final":"<your answer>"}`)."""
+    tool_path: JsonPath | None = None
+    """Where a call's tool name sits in the constraint's JSON; `None`: no calls."""
+    input_path: JsonPath | None = None
+    """Where a call's input sits in the constraint's JSON; `None`: no calls."""
+
+
 class GenerateOptions(GenerationOptions, total=False):
     """Sampling settings plus what the loop sets on each generation."""
 
     constraint: Constraint
     signal: AbortSignal
+    handover: Handover
+    """What the loop knows of the conversation (`Handover`); any engine may ignore it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +273,11 @@ def checked_options(messages: list[ChatMessage], opts: GenerateOptions | None) -
     signal = o.get("signal")
     if signal is not None and not isinstance(signal, AbortSignal):
         raise AerixError("options", f"signal must be an AbortSignal, got {signal!r}")
+    handover = o.get("handover")
+    if handover is not None and not isinstance(handover, Handover):
+        raise AerixError(
+            "options", f"handover must be an aerix.model.Handover, got {type(handover).__name__}"
+        )
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("content"), str):
             raise AerixError("options", f"each message needs a role and a string content, got {m!r}")

@@ -6,9 +6,17 @@ from typing import Any
 
 import numpy as np
 
+from aerix._handover import INPUT_PATH, TOOL_PATH
 from aerix.engines.llamacpp._hooks import Step
 from aerix.engines.llamacpp._sampling import Sampling
 from aerix.engines.llamacpp.rules import ValueBias
+from aerix.engines.llamacpp.rules._site import CallSite
+from aerix.model import Handover
+
+AGENT = Handover(tool_path=TOOL_PATH, input_path=INPUT_PATH)
+"""An agent's hand-over with nothing in it but where a turn's calls sit."""
+SITE = CallSite.of(AGENT)
+"""Where an agent's turn puts a call's tool name and input."""
 
 
 def fake_step(bias: ValueBias, pieces: list[str], lookahead: Any = None, temperature: float = 0.0) -> Step:

@@ -10,7 +10,6 @@ import pytest
 from aerix.engines.llamacpp.rules._bias import ValueBias
 from aerix.engines.llamacpp.rules._fields import enum_keys
 from aerix.engines.llamacpp.rules._spans import quoted, quoted_values
-from aerix.engines.llamacpp.rules._tools import user_words
 from aerix.engines.llamacpp.rules._units import field_unit
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
@@ -847,14 +846,3 @@ def test_quotes_reach_a_fields_own_name_but_not_the_tools_name() -> None:
 
     assert out(b'{"calls":[{"tool":"t","input":{"password":"') == [4.0, 4.0, 4.0, 4.0, -2.0]
     assert out(text) == [2.0, 2.0, 2.0, 2.0, -2.0]  # spans, as before: no quote bonus
-
-
-def test_user_words_leave_out_results_and_requests_for_a_turn_again() -> None:
-    messages: list[Any] = [
-        {"role": "system", "content": "tools"},
-        {"role": "user", "content": "Rename 'a.txt'"},
-        {"role": "assistant", "content": '{"calls":[]}'},
-        {"role": "user", "content": "Results:\n[call_1 f] error: no file named 'a.txt'"},
-        {"role": "user", "content": "Your last turn was not valid: 'x'"},
-    ]
-    assert user_words(messages) == "Rename 'a.txt'"

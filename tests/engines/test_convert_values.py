@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aerix._handover import INPUT_PATH, TOOL_PATH
 from aerix.engines.llamacpp.rules import ValueBias, value_bias
 from aerix.engines.llamacpp.rules._units import field_unit
+from aerix.model import Handover
 
 SOURCE = "A loan at a 5% rate, compounded quarterly, for two years; 213 million people; $2,000,000."
 PIECES = ["5", "0.05", "4", "2", "213", "213000000", "2000000", "7"]
@@ -53,7 +55,7 @@ def percent(convert_values: bool, source: str = "a loan at a 5% rate") -> ValueB
     schema = {"type": "object", "properties": {"rate": {"type": "number"}}, "required": ["rate"]}
     b = value_bias(
         schema,
-        source,
+        Handover(texts=(source,), tool_path=TOOL_PATH, input_path=INPUT_PATH),
         copy=2.5,
         close=0.0,
         piece=PIECES.__getitem__,

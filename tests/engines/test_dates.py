@@ -7,8 +7,10 @@ from datetime import date
 
 import pytest
 
+from aerix._handover import INPUT_PATH, TOOL_PATH
 from aerix.engines.llamacpp.rules import ValueBias, value_bias
 from aerix.engines.llamacpp.rules._dates import Found, date_format, day_first, find_dates
+from aerix.model import Handover
 
 
 @pytest.mark.parametrize(
@@ -128,7 +130,7 @@ def date_bias(description: str, source: str, convert_values: bool) -> ValueBias:
     }
     bias = value_bias(
         schema,
-        source,
+        Handover(texts=(source,), tool_path=TOOL_PATH, input_path=INPUT_PATH),
         copy=2.5,
         close=0.0,
         piece=lambda _: "",

@@ -106,3 +106,31 @@ def test_the_cursor_knows_the_keys_written_in_the_innermost_object() -> None:
     assert c.written == ("tool", "input")  # back in the call
     assert cursor_after('{"a":[1,').written == ()
     assert cursor_after("").written == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "container", "path"),
+    [
+        ("{", (), ("",)),
+        ('{"calls":[{"tool":"wea', ("calls", None), ("calls", None, "tool")),
+        (
+            '{"calls":[{"tool":"weather","input":{"city":',
+            ("calls", None, "input"),
+            ("calls", None, "input", "city"),
+        ),
+        (
+            '{"calls":[{"tool":"w","input":{"a":{"b":[1,[2',
+            ("calls", None, "input", "a", "b", None),
+            ("calls", None, "input", "a", "b", None, None),
+        ),
+        ('{"calls":[{"tool":"w","input":{"a":{"b":1}}}],"thought":"', (), ("thought",)),
+        ('{"calls":[{"tool":"w","input":{}},{"tool":"', ("calls", None), ("calls", None, "tool")),
+        ('{"final":"', (), ("final",)),
+    ],
+)
+def test_the_cursor_knows_where_it_is(
+    text: str, container: tuple[str | None, ...], path: tuple[str | None, ...]
+) -> None:
+    c = cursor_after(text)
+    assert c.container == container and c.path == path
+    assert c.copy(None).path == path

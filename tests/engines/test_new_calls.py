@@ -1,6 +1,7 @@
-"""New calls: which calls a request's turns made, the call a turn writes, the text values copy
-from, and the `NewCalls` hook that leans a later turn's tool name away from a call already
-made (a fake step and a fake look-ahead; the real model in test_tool_choice_real.py)."""
+"""New calls: the call a turn writes, and the `NewCalls` hook that leans a later turn's tool
+name away from a call already made (`Handover.calls`; a fake step and a fake look-ahead; the
+real model in test_tool_choice_real.py). Which calls were made is the loop's reading
+(tests/test_handover.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _steps import fake_step
+from _steps import AGENT, fake_step
 
 from aerix import tool
-from aerix._calls import _repeat
 from aerix.engines.llamacpp._hooks import NewCalls, Step, default_hooks
 from aerix.engines.llamacpp._lookahead import Ahead
-from aerix.engines.llamacpp.rules import calls_made, copy_source, value_bias
+from aerix.engines.llamacpp.rules import value_bias
 from aerix.engines.llamacpp.rules._tools import call_key, written_call
-from aerix.tools import cut_result
-from aerix.turn import render_results, render_retry, turn_schema
+from aerix.model import CallMade, Handover
+from aerix.turn import turn_schema
 
 TOOLS = [
     tool(name=n, description=f"The {n} tool.", input={f: {"type": "string"}}, run=str)
@@ -53,34 +53,6 @@ def test_a_call_key_is_the_tool_and_the_input_in_any_key_order() -> None:
 
 
 @pytest.mark.parametrize(
-    ("messages", "made"),
-    [
-        ([SYSTEM, user("q")], []),  # the first turn for a request
-        ([SYSTEM, user("q"), assistant(calls(CAPITAL)), user("Results: ...")], [CAPITAL]),
-        (
-            [SYSTEM, user("q"), assistant(calls(CAPITAL)), user("R"), assistant(calls(CAPITAL, POPULATION))],
-            [CAPITAL, POPULATION],
-        ),
-        # a final ends the request: the next one starts with no calls made
-        ([SYSTEM, user("a"), assistant(calls(CAPITAL)), user("R"), assistant({"final": "x"}), user("b")], []),
-        # a turn that did not parse, or calls of no tool, made nothing
-        ([SYSTEM, user("q"), assistant('{"calls":[{"tool'), user("again")], []),
-        ([SYSTEM, user("q"), assistant({"calls": [{"input": {}}, "x", {"tool": 3}]}), user("R")], []),
-        ([SYSTEM, user("q"), assistant({"calls": "capital_of"}), user("R")], []),
-    ],
-)
-def test_the_calls_made_are_those_of_the_turns_for_the_latest_request(
-    messages: list[dict[str, str]], made: list[tuple[str, dict[str, Any]]]
-) -> None:
-    assert calls_made(messages) == {call_key(t, i) for t, i in made}
-
-
-def test_a_call_without_an_input_is_made_with_an_empty_one() -> None:
-    made = calls_made([SYSTEM, user("q"), assistant({"calls": [{"tool": "ping"}]}), user("R")])
-    assert made == {call_key("ping", {})}
-
-
-@pytest.mark.parametrize(
     ("text", "key"),
     [
         ('capital_of","input":{"country":"Quenland"}}', call_key(*CAPITAL)),
@@ -92,61 +64,22 @@ def test_a_call_without_an_input_is_made_with_an_empty_one() -> None:
     ],
 )
 def test_a_written_call_reads_from_the_tool_name_on(text: str, key: str | None) -> None:
-    assert written_call(text) == key
+    assert written_call(text, "input") == key
+
+
+def test_a_written_call_reads_its_input_under_the_key_given() -> None:
+    assert written_call('f","args":{"a":1}}', "args") == call_key("f", {"a": 1})
+    assert written_call('f","args":{"a":1}}', "input") is None
 
 
 def test_the_call_in_progress_is_read_from_where_the_name_is() -> None:
-    bias = value_bias(SCHEMA, "", copy=0, close=0, piece=str, check_optional=False)
+    bias = value_bias(SCHEMA, AGENT, copy=0, close=0, piece=str, check_optional=False)
     bias.feed(b'{"calls":[{"tool":"capi')
     assert bias.call_written('tal_of","input":{"country":"Quenland"}}') == call_key(*CAPITAL)
-    before = value_bias(SCHEMA, "", copy=0, close=0, piece=str, check_optional=False)
+    before = value_bias(SCHEMA, AGENT, copy=0, close=0, piece=str, check_optional=False)
     before.feed(b'{"calls":[{"tool":')  # the name's quote not written yet
     assert before.call_written('"capital_of","input":{"country":"Quenland"}}') == call_key(*CAPITAL)
     assert before.call_written('capital_of","input":{}}') is None
-
-
-def test_values_copy_the_tools_words_without_the_loops_frame() -> None:
-    results = render_results(
-        [
-            ("call_1", "capital_of", "The capital of Quenland is Tovik."),
-            ("call_2", "population_of", "error: no city named 'Quenland'"),
-            ("call_3", "capital_of", _repeat(1, ("call_1", "The capital of Quenland is Tovik."))),
-            ("call_4", "population_of", _repeat(0, ("call_2", "error: no city named 'X'"))),
-            ("call_5", "capital_of", cut_result("Tovik " * 10, 12)),
-        ],
-        dropped=3,
-    )
-    messages = [SYSTEM, user("What is the population of the capital of Quenland?"), assistant(calls(CAPITAL))]
-    source = copy_source([*messages, user(results)])
-    assert source.splitlines() == [
-        "What is the population of the capital of Quenland?",
-        "The capital of Quenland is Tovik.",
-        "no city named 'Quenland'",
-        "The capital of Quenland is Tovik.",
-        "no city named 'X'",
-        "Tovik Tovik ",
-    ]
-    for frame in ("call_", "Results", "error", "repeats", "times", "dropped", "cut", "characters"):
-        assert frame not in source
-
-
-def test_values_copy_nothing_from_the_loops_requests_for_a_turn_again() -> None:
-    retries = [render_retry("not JSON", cut=False, max_tokens=512), render_retry("", cut=True, max_tokens=64)]
-    messages = [SYSTEM, user("Weather in Oslo?"), assistant("{"), *(user(r) for r in retries)]
-    assert copy_source(messages) == "Weather in Oslo?"
-
-
-def test_a_users_own_words_are_copied_whole() -> None:
-    """Only a message of results loses its frame: a request is the user's, brackets and all."""
-    text = "[call_1 x] error: keep this\n(that is the result of call_2; mine)"
-    assert copy_source([user(text), assistant("{}"), user("Results:")]) == text + "\nResults:"
-
-
-def test_the_repeat_rules_note_is_the_one_copy_source_knows() -> None:
-    """copy_source cuts the loop's own notes by their wording: pinned to the loop's."""
-    for repeats in (0, 1, 3):
-        note = _repeat(repeats, ("call_7", "42"))
-        assert copy_source([user(render_results([("call_8", "f", note)]))]) == "42"
 
 
 # The fake vocabulary: a token's text by id.
@@ -171,8 +104,14 @@ REST = '","input":{"country":"Quenland"}}'
 
 
 def step(written: str, look: FakeLookahead, *, made: Any = (CAPITAL,), schema: Any = SCHEMA) -> Step:
-    bias = value_bias(schema, "", copy=0, close=0, piece=PIECES.__getitem__, check_optional=False)
-    bias.made = frozenset(call_key(t, i) for t, i in made)
+    handover = Handover(
+        calls=tuple(CallMade(tool=t, input=i) for t, i in made),
+        tool_path=AGENT.tool_path,
+        input_path=AGENT.input_path,
+    )
+    bias = value_bias(
+        schema, handover, copy=0, close=0, piece=PIECES.__getitem__, check_optional=False, new_calls=True
+    )
     bias.feed(written.encode())
     return fake_step(bias, PIECES, look)
 
@@ -270,7 +209,7 @@ async def test_a_real_look_ahead_reads_a_whole_call(tiny_gguf: Path) -> None:
         cache, vocab = engine._cache, engine._vocab
         cache.eval_prompt(engine._tokenize(b"<|im_start|>user\nPopulation?<|im_end|>\n", True))
         constrained = engine._schemas.start(schema)
-        bias = value_bias(schema, "", copy=0, close=0, piece=vocab.piece_text, check_optional=False)
+        bias = value_bias(schema, AGENT, copy=0, close=0, piece=vocab.piece_text, check_optional=False)
         written = engine._tokenize(START.encode(), False)
         constrained.consume(written)
         bias.feed(START.encode())

@@ -1,4 +1,5 @@
-"""No value copies a placeholder of the system prompt (`NoPlaceholders`, `rules.placeholders`)."""
+"""No value copies a placeholder of the system prompt (`NoPlaceholders`, `Handover.placeholders`;
+which they are is the loop's reading: tests/test_handover.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from aerix import AerixError
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp._hooks import NoPlaceholders, default_hooks
 from aerix.engines.llamacpp._lookahead import Ahead
-from aerix.engines.llamacpp.rules import ValueBias, placeholders
-from aerix.model import ChatMessage
-from aerix.turn import CONTRACT
+from aerix.engines.llamacpp.rules import ValueBias
 
 PIECES = ["<", "<your", "The", "Mar", "<5", '"', "est"]
 LT, LT_YOUR, THE, MAR, LT5 = 0, 1, 2, 3, 4
@@ -52,23 +51,6 @@ def _step(
     step = fake_step(bias, PIECES, look)
     step.logits = np.array(logits, dtype=np.float32)
     return step
-
-
-def test_the_placeholders_are_the_json_values_of_the_system_messages_examples() -> None:
-    messages: list[ChatMessage] = [
-        {"role": "system", "content": f'Sign as {{"name": "<agent name>"}}.\n{CONTRACT}'},
-        {"role": "user", "content": 'Is <b>bold</b> HTML? What is {"final":"<your answer>"}?'},
-    ]
-    assert placeholders(messages) == ("<agent name>", *CONTRACT_HOLDERS)
-    assert placeholders([{"role": "user", "content": '{"final":"<your answer>"}'}]) == ()
-    # What the instructions ask for in angle brackets, outside a JSON example, stays writable.
-    assert placeholders([{"role": "system", "content": "Answer <OK> or <FAIL>, as <b>bold</b>."}]) == ()
-    # The typed contract's placeholder is a bare JSON value.
-    assert placeholders([{"role": "system", "content": '{"final":<your answer, a JSON value>}'}]) == (
-        "<your answer, a JSON value>",
-    )
-    # Angle brackets that hold no words are no placeholder.
-    assert placeholders([{"role": "system", "content": '{"x": "<= 3", "y": "<5 ms>", "z": "<>"}'}]) == ()
 
 
 def test_a_final_that_would_copy_the_placeholder_draws_another_first_token() -> None:

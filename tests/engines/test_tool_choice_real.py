@@ -13,11 +13,12 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
 
 from _tools import clock, weather
 from aerix import Agent, Limits
+from aerix._handover import read
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load
 from aerix.events import AgentEvent, CallEvent, EndEvent, FinalEvent, RetryEvent, TurnEvent
 from aerix.model import GenerateOptions
-from aerix.turn import fit_text, turn_schema
+from aerix.turn import fit_text, render_results, turn_schema
 
 pytestmark = pytest.mark.slow
 
@@ -128,12 +129,13 @@ async def test_the_tool_pick_scores_the_first_turns_tools_once_and_leans_to_the_
         {"role": "system", "content": "Call tools."},
         {"role": "user", "content": "Is it morning in Paris now?"},
         {"role": "assistant", "content": '{"calls":[{"tool":"clock","input":{"timezone":"Europe/Paris"}}]}'},
-        {"role": "user", "content": "Results:\n[call_1 clock] Tuesday 09:12"},
+        {"role": "user", "content": render_results([("call_1", "clock", "Tuesday 09:12")])},
     ]
     opts: GenerateOptions = {
         "temperature": 0,
         "max_tokens": 48,
         "constraint": {"json": turn_schema(tools, "required")},
+        "handover": read("Call tools.", later[1:]),  # as an agent's: a later turn for the request
     }
     try:
         picked, plain = await calls(engine), await calls(unpicked)
@@ -153,7 +155,7 @@ async def test_a_later_turn_leans_to_the_next_call_of_a_chain_not_the_same_one(s
     """After the capital came back, the second turn looks up the capital's population with the
     new-call lean; without it (`new_call_bias=0`) it looks the capital up again."""
     from aerix import tool
-    from aerix.turn import render_results, render_system
+    from aerix.turn import render_system
 
     @tool
     def capital_of(country: str) -> str:
@@ -187,6 +189,7 @@ async def test_a_later_turn_leans_to_the_next_call_of_a_chain_not_the_same_one(s
         "temperature": 0,
         "max_tokens": 64,
         "constraint": {"json": turn_schema(tools, "required")},
+        "handover": read(later[0]["content"], later[1:]),  # as an agent's: the calls made, the texts
     }
     same = load("smollm2-instruct", n_ctx=2048, new_call_bias=0)
     try:

@@ -1,20 +1,22 @@
-"""The tool pick: the tools a turn schema offers, the request a generation answers, and the
-`ToolPick` hook that leans a call's tool name to the tools that fit it (a fake step)."""
+"""The tool pick: the tools a turn schema offers where the hand-over says calls sit, and the
+`ToolPick` hook that leans a call's tool name to the tools that fit the request it answers
+(`Handover.request`; a fake step)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _steps import fake_step
+from _steps import AGENT, SITE, fake_step
 
 from aerix import Tool, tool
 from aerix.engines.llamacpp._hooks import Step, ToolPick, default_hooks
-from aerix.engines.llamacpp.rules import ValueBias, first_request, value_bias
+from aerix.engines.llamacpp.rules import ValueBias, value_bias
+from aerix.engines.llamacpp.rules._site import CallSite
 from aerix.engines.llamacpp.rules._tools import tool_texts
+from aerix.model import Handover
 from aerix.turn import fit_text, turn_schema
 
 
@@ -29,15 +31,29 @@ SCHEMA = turn_schema(TOOLS, "required")
 
 
 def test_the_tools_of_a_turn_schema_read_as_name_and_fields() -> None:
-    assert tool_texts(SCHEMA) == {
+    assert tool_texts(SCHEMA, SITE) == {
         "get_weather": "get_weather(city, unit)",
         "get_time": "get_time(zone)",
         "book_taxi": "book_taxi(to)",
     }
-    assert tool_texts(turn_schema([make("ping")], "auto")) == {"ping": "ping()"}
-    assert tool_texts(turn_schema(TOOLS, "none")) == {}  # a final only: no tool to name
-    assert tool_texts({"type": "object", "properties": {"tool": {"const": "x"}}}) == {}  # no input
-    assert tool_texts({"type": "string"}) == {}
+    assert tool_texts(turn_schema([make("ping")], "auto"), SITE) == {"ping": "ping()"}
+    assert tool_texts(turn_schema(TOOLS, "none"), SITE) == {}  # a final only: no tool to name
+    assert tool_texts({"type": "object", "properties": {"tool": {"const": "x"}}}, SITE) == {}  # no input
+    assert tool_texts({"type": "string"}, SITE) == {}
+    assert tool_texts(SCHEMA, CallSite()) == {}  # no calls known (no hand-over)
+
+
+def test_the_tools_are_found_where_the_hand_over_says_calls_sit() -> None:
+    call = {
+        "type": "object",
+        "properties": {"name": {"const": "ping"}, "args": {"type": "object", "properties": {"host": {}}}},
+    }
+    schema = {"type": "object", "properties": {"steps": {"type": "array", "items": {"anyOf": [call]}}}}
+    site = CallSite(("steps", None, "name"), ("steps", None, "args"))
+    assert tool_texts(schema, site) == {"ping": "ping(host)"}
+    assert tool_texts(schema, SITE) == {}
+    assert tool_texts(SCHEMA, site) == {}
+    assert CallSite(("steps", None, "name"), ("other", None, "args")).call is None  # not one object
 
 
 def test_the_pick_reads_the_tools_as_the_fit_decision_does() -> None:
@@ -48,48 +64,7 @@ def test_the_pick_reads_the_tools_as_the_fit_decision_does() -> None:
         run=str,
     )
     tools = [*TOOLS, nested, make("ping")]
-    assert list(tool_texts(turn_schema(tools, "required")).values()) == [fit_text(t) for t in tools]
-
-
-def user(text: str) -> dict[str, str]:
-    return {"role": "user", "content": text}
-
-
-def assistant(turn: Any) -> dict[str, str]:
-    return {"role": "assistant", "content": turn if isinstance(turn, str) else json.dumps(turn)}
-
-
-SYSTEM = {"role": "system", "content": "You call tools."}
-CALLS = {"calls": [{"tool": "get_time", "input": {"zone": "CET"}}]}
-
-
-@pytest.mark.parametrize(
-    ("messages", "request_"),
-    [
-        ([SYSTEM, user("weather in Oslo?")], "weather in Oslo?"),
-        ([user("weather in Oslo?")], "weather in Oslo?"),
-        # a turn with calls answered it: the next user message carries results
-        ([SYSTEM, user("time in Oslo?"), assistant(CALLS), user("Results:\n[c1 get_time] 10:00")], None),
-        # a final ends the exchange: the next user message is a new request
-        (
-            [SYSTEM, user("a"), assistant(CALLS), user("Results: x"), assistant({"final": "x"}), user("b")],
-            "b",
-        ),
-        ([SYSTEM, user("a"), assistant({"final": {"n": 1}}), user("b")], "b"),  # a typed answer
-        # a turn that did not parse is asked again: still the first turn for the request
-        (
-            [SYSTEM, user("taxi to the airport"), assistant('{"calls":[{"to'), user("Again, shorter.")],
-            "taxi to the airport",
-        ),
-        ([SYSTEM, user("a"), assistant(CALLS)], None),  # the assistant speaks last: no turn to write
-        ([SYSTEM], None),
-        ([], None),
-    ],
-)
-def test_the_first_request_is_the_users_until_a_turn_calls_for_it(
-    messages: list[dict[str, str]], request_: str | None
-) -> None:
-    assert first_request(messages) == request_
+    assert list(tool_texts(turn_schema(tools, "required"), SITE).values()) == [fit_text(t) for t in tools]
 
 
 PIECES = [
@@ -119,8 +94,16 @@ class Scorer:
 
 
 def step(written: str, *, request: str | None = "What is the weather in Oslo?", schema: Any = SCHEMA) -> Step:
-    bias = value_bias(schema, request or "", copy=0, close=0, piece=PIECES.__getitem__, check_optional=False)
-    bias.request = request
+    handover = Handover(
+        request=request,
+        first_turn=request is not None,
+        texts=(request or "",),
+        tool_path=AGENT.tool_path,
+        input_path=AGENT.input_path,
+    )
+    bias = value_bias(
+        schema, handover, copy=0, close=0, piece=PIECES.__getitem__, check_optional=False, pick=True
+    )
     bias.feed(written.encode())
     return fake_step(bias, PIECES)
 
@@ -193,7 +176,9 @@ def test_the_pick_runs_first_and_only_with_a_weight_and_a_scorer() -> None:
 
 
 def test_a_value_bias_built_without_a_request_picks_nothing() -> None:
-    bias = ValueBias("x", copy=0, close=0, piece=PIECES.__getitem__, tools=tool_texts(SCHEMA))
+    bias = ValueBias(
+        "x", copy=0, close=0, piece=PIECES.__getitem__, tools=tool_texts(SCHEMA, SITE), site=SITE
+    )
     bias.feed(b'{"calls":[{"tool":"')
     assert not bias.picks_tool
 

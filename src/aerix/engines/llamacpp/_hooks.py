@@ -169,12 +169,12 @@ class StringChoices(DecodeHook):
 
 class NoPlaceholders(DecodeHook):
     """The first token of a string value (in a tool's input or the final): where the value
-    it starts, decoded ahead, copies a placeholder of the system prompt (the contract's
-    `{"final":"<your answer>"}`: `ValueBias.copies_placeholder`), that token is left out
-    and another drawn from the rest of the same logits, up to `tries` times. A small model
-    often copies the contract's placeholder whole as its answer (Gemma 3 270M, 14 of the
-    17 finals of the agent benchmark's tuning part); it then writes what it would have
-    written next. Only tokens on the way to a placeholder (`<`, `<your`) are read ahead,
+    it starts, decoded ahead, copies a placeholder of the system message (a value of a JSON
+    example there, as the loop hands them over: `Handover.placeholders`,
+    `ValueBias.copies_placeholder`), that token is left out and another drawn from the rest
+    of the same logits, up to `tries` times. A small model often copies such a placeholder
+    whole as its answer; it then writes what it would have written next. Only tokens on
+    the way to a placeholder (`<`, `<city`) are read ahead,
     so a value that merely starts with `<` ("<5 ms") costs a short look-ahead and stays.
 
     Args:

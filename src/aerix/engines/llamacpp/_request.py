@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...abort import AbortSignal
-from ...model import ChatMessage, GenerateOptions, checked_options
+from ...model import ChatMessage, GenerateOptions, Handover, checked_options
 from ._sampling import Sampling
 
 __all__ = ["Request", "parse_request"]
@@ -22,6 +22,8 @@ class Request:
     stop: tuple[str, ...]
     schema: object
     signal: AbortSignal | None
+    handover: Handover | None
+    """What the loop hands over of the conversation, for the value rules (`Handover`)."""
 
 
 def parse_request(messages: list[ChatMessage], opts: GenerateOptions | None) -> Request:
@@ -43,4 +45,5 @@ def parse_request(messages: list[ChatMessage], opts: GenerateOptions | None) -> 
         stop=tuple(o.get("stop") or ()),
         schema=None if constraint is None else constraint["json"],
         signal=o.get("signal"),
+        handover=o.get("handover"),
     )

@@ -35,16 +35,7 @@ from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
 from ._thread import Lane
 from ._vocab import Vocab
-from .rules import (
-    ValueBias,
-    calls_made,
-    copy_source,
-    first_request,
-    placeholders,
-    quoted_values,
-    user_words,
-    value_bias,
-)
+from .rules import ValueBias, handover_of, value_bias
 
 __all__ = [
     "CLOSE_BIAS",
@@ -558,8 +549,8 @@ class LlamaCpp:
         )
 
     def _bias(self, req: Request, constrained: Constrained | None) -> ValueBias | None:
-        """The value biases of a constrained generation; values copy from the user's messages
-        and the tools' results (`copy_source`)."""
+        """The value biases of a constrained generation, from what the loop hands over of the
+        conversation (`Handover`; without one, values copy from the user's messages)."""
         copy, close = self._biases
         rules = (
             copy
@@ -572,19 +563,17 @@ class LlamaCpp:
         )
         if constrained is None or not rules:
             return None
-        source = copy_source(req.prompt)
         return value_bias(
             req.schema,
-            source,
+            handover_of(req.prompt, req.handover),
             copy=copy,
             close=close,
             piece=self._vocab.piece_text,
             check_optional=self._check_optional,
             convert_values=self._convert_values,
-            request=first_request(req.prompt) if self._pick_bias else None,
-            made=calls_made(req.prompt) if self._new_call_bias else (),
-            quoted=quoted_values(user_words(req.prompt)) if copy else (),
-            placeholders=placeholders(req.prompt) if self._no_placeholders else (),
+            pick=bool(self._pick_bias),
+            new_calls=bool(self._new_call_bias),
+            placeholders=self._no_placeholders,
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:

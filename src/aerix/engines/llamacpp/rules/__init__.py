@@ -1,54 +1,56 @@
 """The value rules of the llama.cpp engine: nudges on the logits of JSON values.
 
-They read the request (the user's messages) and the schema, and belong to
-this engine alone: `ValueBias` holds the state they share while a value is
-decoded; `value_bias` builds it for one generation.
+They read the schema and what the loop hands over of the conversation
+(`aerix.model.Handover`: the texts values copy, the request, the calls made,
+where a call's tool name and input sit), never the messages' wording, and
+belong to this engine alone: `ValueBias` holds the state they share while a
+value is decoded; `value_bias` builds it for one generation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ....model import ChatMessage, Handover
 from ._bias import ValueBias
 from ._dates import date_format
 from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
+from ._site import CallSite
 from ._spans import kept_scales, quoted_values
-from ._tools import calls_made, copy_source, first_request, placeholders, tool_texts, user_words
+from ._tools import call_key, tool_texts
 from ._units import field_unit
 
-__all__ = [
-    "ValueBias",
-    "calls_made",
-    "copy_source",
-    "first_request",
-    "placeholders",
-    "quoted_values",
-    "user_words",
-    "value_bias",
-]
+__all__ = ["ValueBias", "handover_of", "quoted_values", "value_bias"]
+
+
+def handover_of(messages: Sequence[ChatMessage], given: Handover | None) -> Handover:
+    """The hand-over the rules read: the one given, else the user's messages as they are
+    (values copy from them; no request to pick a tool for, no calls, no placeholders)."""
+    if given is not None:
+        return given
+    said = tuple(m["content"] for m in messages if m["role"] == "user")
+    return Handover(said=said, texts=said)
 
 
 def value_bias(
     schema: Any,
-    source: str,
+    handover: Handover,
     *,
     copy: float,
     close: float,
     piece: Callable[[int], str],
     check_optional: bool,
     convert_values: bool = False,
-    request: str | None = None,
-    made: Collection[str] = (),
-    quoted: Collection[str] = (),
-    placeholders: Collection[str] = (),
+    pick: bool = False,
+    new_calls: bool = False,
+    placeholders: bool = False,
 ) -> ValueBias:
-    """The value biases of one constrained generation under `schema`, copying from `source`;
-    `convert_values` turns on the rules that write a value in another form, `request` (the
-    one whose first turn this is) the pick of a call's tool, `made` (the calls its turns
-    wrote) the lean away from writing one again, `quoted` (what the user put in quotes)
-    the lean to those values, `placeholders` (the system prompt's `<your answer>`) the
-    values no value copies (`ValueBias`)."""
+    """The value biases of one constrained generation under `schema`, copying from the
+    hand-over's texts; `convert_values` turns on the rules that write a value in another
+    form, `pick` the pick of a call's tool (in the first turn for the request), `new_calls`
+    the lean away from writing a call made again, `placeholders` the rule that no value
+    copies a placeholder of the system message (`ValueBias`)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
@@ -60,8 +62,9 @@ def value_bias(
         for key, d in fields(schema, (kind,))
         if (unit := field_unit(key, d))
     }
+    site = CallSite.of(handover)
     return ValueBias(
-        source,
+        "\n".join(handover.texts),
         copy=copy,
         close=close,
         piece=piece,
@@ -73,11 +76,12 @@ def value_bias(
         constants=names,
         constant_keys=name_keys,
         enums=enum_keys(schema),
-        tools=tool_texts(schema),
-        request=request,
-        made=made,
-        quoted=quoted,
-        placeholders=placeholders,
+        tools=tool_texts(schema, site),
+        request=handover.request if pick and handover.first_turn else None,
+        made=frozenset(call_key(c.tool, c.input) for c in handover.calls) if new_calls else (),
+        quoted=quoted_values("\n".join(handover.said)) if copy else (),
+        placeholders=handover.placeholders if placeholders else (),
+        site=site,
         objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
     )

@@ -64,6 +64,7 @@ import numpy.typing as npt
 from .._sampling import top_tokens
 from ._dates import find_dates
 from ._json_cursor import NUMBER_CHARS, NUMBER_START, JsonCursor
+from ._site import CallSite
 from ._spans import (
     Spans,
     cut_short,
@@ -81,7 +82,7 @@ from ._spans import (
     spelled,
 )
 from ._spans import quoted as quoted_spans
-from ._tools import PLACEHOLDER, written_call
+from ._tools import written_call
 from ._units import Unit, quantities
 from ._written import WrittenValues
 
@@ -101,12 +102,13 @@ _NUMBER_SPAN = re.compile(r"-?\d+(?:\.\d+)?")
 _SERIES_WORD = re.compile(r"[^\W_]{2}")
 """The start of a word a series field's value may be ordered by: two letters or digits."""
 _NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
-_PLACEHOLDER = re.compile(PLACEHOLDER)
+_PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\n]{0,78}>")
+"""Words in angle brackets: a letter and a few words (`<city name>`, `<city name here>`)."""
 _HEAD = re.compile(r"<[^\W_]+")
 
 
 def _head(placeholder: str) -> str:
-    """How a placeholder opens: `<` and its first word (`<your` for `<your answer>`)."""
+    """How a placeholder opens: `<` and its first word (`<city` for `<city name>`)."""
     found = _HEAD.match(placeholder)
     return found.group() if found else placeholder
 
@@ -148,15 +150,17 @@ class ValueBias(WrittenValues):
         tools: The tools a call may name, by name, each as the fit score reads it
             (`tool_texts`): the `ToolPick` hook nudges the name towards those that fit.
         request: The user's request when this generation writes the first turn that
-            answers it (`first_request`), else `None`: only that turn's tool is picked.
-        made: The calls the turns for the request wrote already (`calls_made`): the
+            answers it (`aerix.model.Handover`), else `None`: only that turn's tool is picked.
+        made: The calls the turns for the request wrote already (`call_key`s): the
             `NewCalls` hook leans a later turn's tool name away from writing one again.
         quoted: What the user put in quotes (`quoted_values`): a string value in a tool's
             input that copies one of them, from its start, gets the copy bias once more
             (its closing quote only where the whole quoted value is written), even one
             made only of words of its field's name (`'password'` for `password`).
-        placeholders: The placeholders of the system prompt (`placeholders`: `<your answer>`):
-            a string value that copies one is no value (`copies_placeholder`).
+        placeholders: The placeholders of the system message (`Handover.placeholders`): a
+            string value that copies one is no value (`copies_placeholder`).
+        site: Where a call's tool name and input sit (`CallSite`): the tool pick and the
+            rules of a tool's input act there.
         convert_values: Turn on the rules that write a value in a form the user did not
             write it in (`scaled`, `dated`: a percentage as its fraction, millions whole,
             a quantity in its field's unit, "11 PM" as 23, a date in its field's format),
@@ -185,9 +189,11 @@ class ValueBias(WrittenValues):
         made: Collection[str] = (),
         quoted: Collection[str] = (),
         placeholders: Collection[str] = (),
+        site: CallSite | None = None,
         convert_values: bool = False,
     ) -> None:
         self._convert = convert_values
+        self._site = site or CallSite()
         self._text = Spans(source)
         self._quoted = quoted_spans(source, frozenset(quoted)) if quoted else {}
         """Where a value the user put in quotes starts in `source`, with its end."""
@@ -242,9 +248,9 @@ class ValueBias(WrittenValues):
         self.made = frozenset(made)
         """The calls the turns for the request wrote already (`call_key`s)."""
         self.placeholders = tuple(placeholders)
-        """The system prompt's placeholders (`<your answer>`): no value copies one."""
+        """The system message's placeholders (`<city name>`): no value copies one."""
         self._placeholder_heads = frozenset(_head(p) for p in self.placeholders)
-        """How each placeholder opens: `<` and its first word (`<your`)."""
+        """How each placeholder opens: `<` and its first word (`<city`)."""
 
     def feed(self, data: bytes) -> None:
         """Advance over the bytes of generated (sampled or forced) tokens."""
@@ -275,12 +281,12 @@ class ValueBias(WrittenValues):
     def names_tool(self) -> bool:
         """Whether the next token writes a call's tool name, with two or more tools to name."""
         c = self._cursor
-        at_name = c.depth == 3 and c.key == "tool" and (c.in_string_value or c.at_literal)
+        at_name = self._site.at_tool(c) and (c.in_string_value or c.at_literal)
         return at_name and len(self.tools) > 1
 
     def may_copy_placeholder(self, piece: str) -> bool:
         """Whether a token, first of a string value, keeps it on the way to a placeholder's
-        opening (`<`, `<your`): a value to read ahead (`copies_placeholder`)."""
+        opening (`<`, `<city`): a value to read ahead (`copies_placeholder`)."""
         hit = self._cursor.candidate(piece)
         if hit is None or hit[2] or not hit[0]:
             return False
@@ -290,7 +296,7 @@ class ValueBias(WrittenValues):
     def copies_placeholder(self, text: str) -> bool:
         """Whether a string value's text (from its first character; what follows it may come
         after) begins with a placeholder, or with words in angle brackets that open as one
-        does (`<your final answer>` for `<your answer>`)."""
+        does (`<city name here>` for `<city name>`)."""
         found = _PLACEHOLDER.match(text)
         return found is not None and _head(found.group()) in self._placeholder_heads
 
@@ -320,10 +326,12 @@ class ValueBias(WrittenValues):
     def call_written(self, text: str) -> str | None:
         """The call (`call_key`) that the tool name in progress and `text` after it write,
         where `text` runs to the end of the call's object; `None` if it is not a whole call."""
-        c = self._cursor
+        c, key = self._cursor, self._site.input_key
+        if key is None:
+            return None
         if c.in_string_value:
-            return written_call((c.value or "") + text)
-        return written_call(text[1:]) if text.startswith('"') else None
+            return written_call((c.value or "") + text, key)
+        return written_call(text[1:], key) if text.startswith('"') else None
 
     @property
     def depth(self) -> int:
@@ -343,7 +351,7 @@ class ValueBias(WrittenValues):
         (one token may end it and go on: `","`).
         """
         c = self._cursor
-        return c.depth >= 2 and c.in_object and (c.may_close or c.in_string_value)
+        return self._site.in_call(c) and c.in_object and (c.may_close or c.in_string_value)
 
     def adds_field(self, piece: str) -> bool:
         """Whether a token adds another field to a nested object that could end here instead."""
@@ -419,7 +427,7 @@ class ValueBias(WrittenValues):
         support its value (`supports`).
         """
         c = self._cursor
-        if not self._objects or c.depth < 2 or not c.closes(piece):
+        if not self._objects or not self._site.in_call(c) or not c.closes(piece):
             return None
         written = set(c.written)
         for keys, required in self._objects:
@@ -515,7 +523,7 @@ class ValueBias(WrittenValues):
         a field that is a constant of the schema (the tool's name) nor in the turn's own
         fields (a final)."""
         c = self._cursor
-        if not self._quoted or c.depth < 2 or c.key in self._constant_keys:
+        if not self._quoted or not self._site.in_call(c) or c.key in self._constant_keys:
             return 0
         ends = [self._quoted.get(at, -1) - at for at in starts]
         return int(any(len(value) == end if whole else 0 < len(value) <= end for end in ends))

@@ -46,6 +46,9 @@ class JsonCursor:
         """The raw text of the latest key (of the value being written, once past its colon)."""
         self._keys: list[list[str]] = []
         """The keys written so far in each open object (and an empty list for each array)."""
+        self._path: list[str | None] = []
+        """Where each open container but the outermost sits in its parent: its key, or `None`
+        for an array's item."""
 
     def feed(self, text: str) -> None:
         """Advance over generated text."""
@@ -87,6 +90,8 @@ class JsonCursor:
         elif c in NUMBER_START:
             self.number, self.value = True, c
         elif c in "{[":
+            if self._stack:
+                self._path.append(self.key if self.in_object else None)
             self._stack.append(c)
             self._keys.append([])
             self._expect_key = c == "{"
@@ -94,6 +99,8 @@ class JsonCursor:
             if self._stack:
                 self._stack.pop()
                 self._keys.pop()
+                if self._path:
+                    self._path.pop()
             self._expect_key, self.after_value = False, True
         elif c == ",":
             self._expect_key = self.in_object
@@ -110,7 +117,20 @@ class JsonCursor:
         other._escaped, other.value, other.number = self._escaped, self.value, self.number
         other.after_value, other.key = self.after_value, self.key
         other._keys = [list(keys) for keys in self._keys]
+        other._path = list(self._path)
         return other
+
+    @property
+    def container(self) -> tuple[str | None, ...]:
+        """Where the innermost open object or array sits (`aerix.model.JsonPath`): `()` for the
+        outermost, `("calls", None)` for an item of the `calls` array."""
+        return tuple(self._path)
+
+    @property
+    def path(self) -> tuple[str | None, ...]:
+        """Where the value in progress, or the next one, sits (`aerix.model.JsonPath`):
+        `("calls", None, "tool")` while a call's tool name is written."""
+        return (*self._path, self.key if self.in_object else None)
 
     @property
     def written(self) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ._dates import Found, day_first, find_dates
 from ._json_cursor import NUMBER_START, JsonCursor
+from ._site import CallSite
 from ._spans import Spans, same_digits, scaled_number
 from ._units import Quantity, Unit
 
@@ -36,6 +37,7 @@ class WrittenValues:
     """The rules of values written instead of the model's; `ValueBias` sets the state they read."""
 
     _cursor: JsonCursor
+    _site: CallSite
     _text: Spans
     _numbers: Spans
     _copy: np.float32
@@ -58,7 +60,7 @@ class WrittenValues:
     def starts_string(self) -> bool:
         """Whether the next token is the first of a string value in a tool's input."""
         c = self._cursor
-        return c.depth >= 2 and c.in_object and self.starts_any_string
+        return self._site.in_call(c) and c.in_object and self.starts_any_string
 
     def starts_number(self, piece: str) -> bool:
         """Whether a token starts a number in a tool's input while a number the messages
@@ -69,7 +71,7 @@ class WrittenValues:
         return (
             self._convert
             and bool(self._copy)
-            and c.depth >= 2
+            and self._site.in_call(c)
             and c.at_literal
             and piece[:1] in NUMBER_START
             and (
