@@ -90,7 +90,7 @@ def aerix_contender(
             `TracerProvider` exporting every span to memory (the spans are checked),
             `"no-op"` with the API's `NoOpTracerProvider` (aerix's own part of the cost).
         unpinned: Run with the worker threads of plain-function tools never pinned to the
-            loop's core (as aerix did before 0.2): what the pin saves, side by side.
+            loop's core: what the pin saves, side by side.
         blocking: `False` makes `add` with `tool(add, blocking=False)`: a plain function
             declared never to block, called on the event loop without the thread hop.
     """

@@ -1,6 +1,6 @@
 """One model reply, checked against the stream protocol while it streams.
 
-A model's stream is text deltas, then exactly one done delta (SPEC section 7).
+A model's stream is text deltas, then exactly one done delta (`aerix.model.Model.chat`).
 A stream that breaks the protocol is an engine failure: these checks raise, and
 the loop ends the run with `error` and their message.
 """
