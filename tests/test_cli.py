@@ -1245,3 +1245,115 @@ def test_a_lone_surrogate_in_the_models_answer_prints_without_a_crash(
         assert json.loads(printed.splitlines()[-1]) == {"type": "final", "text": "caf\udce9", "thought": None}
     else:
         assert "caf\ufffd" in printed
+
+
+# -- models from the Hugging Face Hub, and `aerix models` --------------------------------
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The local stand-in for the Hub (`HF_ENDPOINT`), the Hub's cache in `tmp_path`."""
+    from _fake_hub import hub_for_test
+
+    with hub_for_test(tmp_path / "hf", monkeypatch) as fake:
+        yield fake
+
+
+HUB_REPO = "owner/Tiny-GGUF"
+
+
+def test_model_hf_fetches_the_gguf_then_loads_it_from_the_cache(
+    hub: Any, loads: list[tuple[str, dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub.add(HUB_REPO, {"tiny-Q4_K_M.gguf": b"GGUF4", "tiny-Q8_0.gguf": b"GGUF8"})
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}"]) == 0
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}:Q8_0", "--threads", "1"]) == 0
+    [(first, options), (second, threads)] = loads
+    assert options == {} and threads == {"n_threads": 1}
+    assert first.endswith("/tiny-Q4_K_M.gguf") and Path(first).read_bytes() == b"GGUF4"
+    assert second.endswith("/tiny-Q8_0.gguf") and "models--owner--Tiny-GGUF" in second
+    assert capsys.readouterr().err == ""  # no progress bar where stderr is no terminal
+    hub.requests.clear()
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}"]) == 0
+    assert hub.requests == []  # the second load asks nothing
+
+
+def test_model_takes_a_short_name(
+    hub: Any, loads: list[tuple[str, dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = aerix.engines.SHORT_NAMES["qwen2.5-0.5b"].removeprefix("hf:").partition(":")[0]
+    hub.add(repo, {"qwen2.5-0.5b-instruct-q4_k_m.gguf": b"GGUF"})
+    assert cli.main(["run", "hi", "--model", "qwen2.5-0.5b"]) == 0
+    assert loads[0][0].endswith("/qwen2.5-0.5b-instruct-q4_k_m.gguf")
+
+
+@pytest.mark.parametrize(
+    ("model", "code", "said"),
+    [
+        ("hf:owner", 2, "--model: 'hf:owner' is no Hugging Face reference (it needs OWNER/REPO): write "),
+        ("hf:owner/repo:", 2, "--model: 'hf:owner/repo:' is no Hugging Face reference (nothing after ':'"),
+        ("hf:owner/Missing", 2, "--model: hf:owner/Missing: the Hub at http://127.0.0.1:"),
+        (
+            f"hf:{HUB_REPO}:Q5_K_M",
+            2,
+            f"--model: hf:{HUB_REPO}:Q5_K_M: the repo {HUB_REPO} has no Q5_K_M file; it has Q4_K_M",
+        ),
+        (
+            "hf:owner/Gated",
+            1,
+            "--model: hf:owner/Gated: the repo owner/Gated is gated (HTTP 401): accept its terms at ",
+        ),
+    ],
+)
+def test_a_model_the_hub_cannot_give_is_named_with_the_fix(
+    hub: Any, loads: list[Any], capsys: pytest.CaptureFixture[str], model: str, code: int, said: str
+) -> None:
+    hub.add(HUB_REPO, {"tiny-Q4_K_M.gguf": b"GGUF"})
+    hub.add("owner/Gated", {"m-Q4_K_M.gguf": b"GGUF"}, gated=True)
+    assert cli.main(["run", "hi", "--model", model]) == code
+    err = capsys.readouterr().err
+    assert err.startswith(f"aerix: error: {said}") and err.count("\n") == 1 and "Traceback" not in err
+    assert loads == []
+
+
+def test_offline_the_cache_loads_and_a_missing_file_is_named(
+    hub: Any, loads: list[Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub.add(HUB_REPO, {"tiny-Q4_K_M.gguf": b"GGUF"})
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}"]) == 0
+    hub.requests.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}"]) == 0
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}:Q8_0"]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"aerix: error: --model: hf:{HUB_REPO}:Q8_0: HF_HUB_OFFLINE is set, and the Hub's cache ("
+    )
+    assert hub.requests == [] and len(loads) == 2
+
+
+def test_models_lists_what_loads_without_a_network(
+    hub: Any, capsys: pytest.CaptureFixture[str], loads: list[Any]
+) -> None:
+    hub.add(HUB_REPO, {"tiny-Q4_K_M.gguf": b"G" * 2_500_000, "tiny-Q8_0.gguf": b"G" * 1500})
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}"]) == 0
+    assert cli.main(["run", "hi", "--model", f"hf:{HUB_REPO}:Q8_0"]) == 0
+    capsys.readouterr()
+    hub.requests.clear()
+    assert cli.main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cached = [line.split() for line in lines if "Hub's cache" in line]
+    assert [row[:3] for row in cached] == [
+        [f"hf:{HUB_REPO}/tiny-Q4_K_M.gguf", "2.5", "MB"],
+        [f"hf:{HUB_REPO}/tiny-Q8_0.gguf", "1.5", "kB"],
+    ]
+    assert lines[0].split() == ["NAME", "SIZE", "FROM"]
+    assert "fetched from the Hugging Face Hub on first use" in " ".join(lines)
+    assert cli.main(["models", "--json"]) == 0
+    listed = _events(capsys.readouterr().out)
+    assert {
+        "name": f"hf:{HUB_REPO}/tiny-Q8_0.gguf",
+        "size": 1500,
+        "source": "the Hugging Face Hub's cache",
+    } in listed
+    assert [m["name"] for m in listed] == [m.name for m in aerix.engines.local_models()]
+    assert hub.requests == []

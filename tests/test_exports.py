@@ -47,7 +47,13 @@ def test_model_types() -> None:
 
 
 def test_engines_are_lazy() -> None:
-    assert set(aerix.engines.__all__) == {"LlamaCpp", "OpenAICompatible"}
+    assert set(aerix.engines.__all__) == {
+        "LlamaCpp",
+        "OpenAICompatible",
+        "LocalModel",
+        "SHORT_NAMES",
+        "local_models",
+    }
 
 
 def test_model_path_is_public_and_finds_a_models_gguf_or_names_the_fix(tmp_path: Path) -> None:

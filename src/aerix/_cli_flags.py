@@ -149,13 +149,16 @@ def _output(value: str) -> type | dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: `aerix run PROMPT [options]`, `aerix chat [options]` and `aerix playground`."""
+    """The command line: `aerix run PROMPT [options]`, `aerix chat [options]`, `aerix models` and
+    `aerix playground`."""
     model_options = argparse.ArgumentParser(add_help=False)
     m = model_options.add_argument_group("model")
     m.add_argument(
         "--model",
         metavar="NAME|PATH",
-        help=f"a model name or a GGUF file (default: {DEFAULT_MODEL}); with --server, the served model",
+        help=f"a model name (default: {DEFAULT_MODEL}; `aerix models` lists those at hand), a GGUF "
+        "file, or a GGUF on the Hugging Face Hub: hf:OWNER/REPO[:QUANT] or a short name (qwen2.5-1.5b, "
+        "…), fetched on first use; with --server, the served model",
     )
     m.add_argument(
         "--server", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"
@@ -289,6 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a conversation, one prompt per line of stdin",
         description="A conversation: one prompt per line of stdin. /reset forgets it; /exit or EOF ends.",
     )
+    models = commands.add_parser(
+        "models",
+        help="list the models that load without a network",
+        description="List the models that --model loads without a network, with their sizes: the "
+        "embedded ones, and the GGUFs in the Hugging Face Hub's cache (HF_HUB_CACHE, or HF_HOME/hub).",
+    )
+    models.add_argument("--json", action="store_true", help="one JSON object per model, nothing else")
     playground = commands.add_parser(
         "playground",
         parents=[model_options],

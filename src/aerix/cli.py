@@ -39,6 +39,7 @@ from ._cli_flags import (
     cli_hints,
     loop_options,
 )
+from ._cli_models import list_models
 from ._cli_runs import CtrlC, chat, run_prompt
 from ._cli_tools import Refused, check_unique, mcp_server, mcp_tools, pick_tools
 from ._console import HumanPrinter, JsonPrinter, Printer, Spinner, Symbols, use_color
@@ -69,6 +70,8 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
     if args.command == "playground":
         return _playground(args, model)
+    if args.command == "models":
+        return list_models(sys.stdout, as_json=args.json)
     out, err = sys.stdout, sys.stderr
     spinner = Spinner(err, Symbols.for_stream(err).frames)
     printer: Printer = (
@@ -244,7 +247,11 @@ def _enter(
 def _check_model_flags(args: argparse.Namespace) -> None:
     for flag, value, what in (
         ("--server", args.server, "an OpenAI-compatible server's URL, e.g. http://127.0.0.1:8000/v1"),
-        ("--model", args.model, "a model's name (smollm2-instruct) or the path of a .gguf file"),
+        (
+            "--model",
+            args.model,
+            "a model's name (smollm2-instruct) or the path of a .gguf file, or hf:OWNER/REPO[:QUANT]",
+        ),
     ):
         if value is not None and not value.strip():
             raise Failure(f"{flag} needs {what}, got {value!r}", 2)
@@ -281,8 +288,9 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
     name = args.model or DEFAULT_MODEL
     engine_kwargs = {} if args.threads is None else {"n_threads": args.threads}
     try:
+        found = _fetched(name)
         with spinner.running(f"loading {name}…"):
-            return aerix.load(name, **engine_kwargs)
+            return aerix.load(found, **engine_kwargs)
     except (AerixError, FileNotFoundError) as exc:
         # The default model not installed could not be loaded (1); a bad --model value is bad usage (2).
         code = 1 if isinstance(exc, FileNotFoundError) and args.model is None else 2
@@ -292,6 +300,17 @@ def _open_model(args: argparse.Namespace, spinner: Spinner) -> Model:
         raise Failure(f"--model: {message}", code) from None
     except (ImportError, OSError, ValueError, RuntimeError) as exc:
         raise Failure(f"cannot load the model {name!r}: {exc}", 1) from None
+
+
+def _fetched(name: str) -> str:
+    """The GGUF file of a model on the Hugging Face Hub, from the Hub's cache or downloaded there
+    (before the spinner: a download draws its own progress bar); any other name as it is."""
+    if not (name.startswith("hf:") or name in aerix.engines.SHORT_NAMES):
+        return name
+    try:
+        return str(aerix.model_path(name))
+    except (PermissionError, ConnectionError, ImportError) as exc:  # the repo is right; its access is not
+        raise Failure(f"--model: {exc}", 1) from None
 
 
 _NOTED = ("aerix.engines", "aerix.mcp")
