@@ -45,6 +45,8 @@ class Repo:
     """Whether its files are refused to a request without a granted token."""
     granted: set[str] = field(default_factory=set)
     """The tokens that may read a gated repo's files."""
+    down: int | None = None
+    """A status (503, say) that every request about the repo gets, as from a Hub in trouble."""
 
 
 class FakeHub:
@@ -59,6 +61,8 @@ class FakeHub:
         self.tokens: list[str | None] = []
         """The bearer token (or None) of every request."""
         self.cuts: set[str] = set()
+        self.invalid_tokens: set[str] = set()
+        """Tokens refused as the Hub refuses a revoked or mistyped one (401 on any request)."""
         self._server: http.server.ThreadingHTTPServer | None = None
 
     def add(self, repo: str, files: dict[str, bytes], **kwargs: Any) -> Repo:
@@ -138,6 +142,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
         fake.tokens.append(token)
+        if token in fake.invalid_tokens:
+            return self._refuse(401, None, "Invalid credentials in Authorization header")
+        repo_of = _TREE.match(path) or _RESOLVE.match(path)
+        down = fake.repos[repo_of["repo"]].down if repo_of and repo_of["repo"] in fake.repos else None
+        if down is not None:
+            return self._refuse(down, None, "Service unavailable")
         if (match := _TREE.match(path)) and body:
             repo = fake.repos.get(match["repo"])
             if repo is None:

@@ -8,6 +8,7 @@ Hub's cache is the test's.
 from __future__ import annotations
 
 import io
+import json
 import re
 import socket
 from collections.abc import Iterator
@@ -262,6 +263,29 @@ def test_a_gated_repo_says_to_accept_its_terms_and_set_hf_token(
     assert hub.tokens[-1] == "hf_granted"
 
 
+def test_a_token_the_hub_refuses_is_named(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.add(REPO, {"tiny-Q4_K_M.gguf": GGUF})
+    hub.invalid_tokens.add("hf_revoked")
+    monkeypatch.setenv("HF_TOKEN", "hf_revoked")
+    with pytest.raises(PermissionError) as info:
+        model_path(f"hf:{REPO}")
+    assert str(info.value) == (
+        f"hf:{REPO}: the Hub refused HF_TOKEN (HTTP 401) for {REPO}: set HF_TOKEN to a valid token, "
+        "or unset it for a public repo"
+    )
+
+
+def test_a_hub_in_trouble_says_to_try_again(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: None)  # its retries
+    hub.add(REPO, {"tiny-Q4_K_M.gguf": GGUF}, down=503)
+    with pytest.raises(ConnectionError) as info:
+        model_path(f"hf:{REPO}:Q4_K_M")
+    assert str(info.value) == (
+        f"hf:{REPO}:Q4_K_M: the Hub at {hub.url} answered HTTP 503 while the Q4_K_M file of {REPO} was "
+        "fetched: try again later"
+    )
+
+
 def test_a_repo_without_gguf_says_so_and_what_to_look_for(hub: FakeHub) -> None:
     hub.add(REPO, {"config.json": b"{}", "model.safetensors": b"x", "mmproj-f16.gguf": b"p"})
     with pytest.raises(FileNotFoundError) as info:
@@ -433,3 +457,31 @@ def test_load_runs_the_gguf_fetched_from_the_hub(hub: FakeHub, tiny_gguf: Path) 
         assert "<|im_start|>" in engine.chat_template  # read from the GGUF, as for any file
     finally:
         engine.close()
+
+
+def test_the_command_runs_a_model_from_the_hub(
+    hub: FakeHub, tiny_gguf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("llama_cpp", reason="loading needs aerix[llama]")
+    from aerix import cli
+
+    hub.add(REPO, {"tiny-Q4_K_M.gguf": tiny_gguf.read_bytes()})
+    argv = [
+        "run",
+        "hi",
+        "--model",
+        f"hf:{REPO}",
+        "--tools",
+        "none",
+        "--json",
+        "--max-turns",
+        "1",
+        "--max-tokens",
+        "16",
+    ]
+    code = cli.main([*argv, "--threads", "1"])
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    endings = [e for e in events if e["type"] in ("final", "end")]
+    assert len(endings) == 1 and events[-1] is endings[0]
+    assert code == (0 if endings[0]["type"] == "final" else 1)
+    assert any(e["type"] == "usage" and e["prompt_tokens"] > 0 for e in events)  # the tiny model ran
