@@ -162,7 +162,10 @@ def hub_path(ref: HubRef) -> Path:
         ]
     except Exception as exc:
         if not _unreachable(exc):
-            raise _refused(exc, ref, hub) from exc
+            refused = _refused(exc, ref, hub)
+            if refused is exc:
+                raise
+            raise refused from exc
         return _cached_or_raise(
             ref,
             hub,
