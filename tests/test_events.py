@@ -16,6 +16,7 @@ from aerix import (
     ResultEvent,
     RetryEvent,
     TextEvent,
+    TrimEvent,
     TurnEvent,
     UsageEvent,
 )
@@ -27,6 +28,7 @@ EVENTS = [
     CallEvent(id="call_1", tool="t", input={"a": 1}),
     ResultEvent(id="call_1", tool="t", text="ok", error=False),
     RetryEvent(turn=2, reason="not JSON"),
+    TrimEvent(dropped=4, kept=7),
     FinalEvent(text="done", thought=None),
     EndEvent(reason="abort", message="aborted"),
 ]
@@ -52,7 +54,17 @@ def test_events_are_frozen(ev: object) -> None:
 
 
 def test_types_and_match() -> None:
-    assert [e.type for e in EVENTS] == ["text", "usage", "turn", "call", "result", "retry", "final", "end"]
+    assert [e.type for e in EVENTS] == [
+        "text",
+        "usage",
+        "turn",
+        "call",
+        "result",
+        "retry",
+        "trim",
+        "final",
+        "end",
+    ]
     match EVENTS[-1]:
         case EndEvent(reason="abort", message=m):
             assert m == "aborted"
@@ -74,6 +86,7 @@ def test_reprs_are_short_and_leave_out_the_type() -> None:
         "CallEvent(id='call_1', tool='t', input={'a': 1})",
         "ResultEvent(id='call_1', tool='t', text='ok', error=False)",
         "RetryEvent(turn=2, reason='not JSON')",
+        "TrimEvent(dropped=4, kept=7)",
         "FinalEvent(text='done', thought=None)",
         "EndEvent(reason='abort', message='aborted')",
     ]

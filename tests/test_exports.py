@@ -17,6 +17,7 @@ SPEC_EXPORTS = {
     "Agent", "tool", "Field", "Limits", "Hooks", "AerixError", "AbortController", "AbortSignal",
     "AgentEvent", "Call", "EndReason", "Model", "Tool", "load",
     "TextEvent", "UsageEvent", "TurnEvent", "CallEvent", "ResultEvent", "RetryEvent", "FinalEvent", "EndEvent",
+    "TrimEvent",
 }  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from .events import (
     ResultEvent,
     RetryEvent,
     TextEvent,
+    TrimEvent,
     TurnEvent,
     UsageEvent,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolFit",
+    "TrimEvent",
     "TurnEvent",
     "Usage",
     "UsageEvent",

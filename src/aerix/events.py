@@ -5,7 +5,9 @@ Every run yields, in order, for each generation: `TextEvent`s, one
 `CallEvent` and a `ResultEvent` per call (with `concurrent_calls`, every
 `CallEvent` of the turn first, then the `ResultEvent`s, in call order; a call
 that waits for a decision gets its two when the run resumes); and ends with
-exactly one `FinalEvent` or `EndEvent`.
+exactly one `FinalEvent` or `EndEvent`. A `TrimEvent` comes before a generation
+whenever the engine refused the prompt as too long for its context and the agent
+sends less of the conversation (the refused attempt has no other event).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "ResultEvent",
     "RetryEvent",
     "TextEvent",
+    "TrimEvent",
     "TurnEvent",
     "UsageEvent",
 ]
@@ -208,6 +211,30 @@ class RetryEvent:
         return {"type": self.type, "turn": self.turn, "reason": self.reason}
 
 
+@dataclass(frozen=True, slots=True)
+class TrimEvent:
+    """The conversation no longer fits the model's context window: what is sent of it changed.
+
+    After an engine refused the prompt as too long (`aerix.model.ContextExceeded`), the
+    agent stops sending its oldest whole exchanges (`dropped` messages), or, when the
+    current run alone does not fit, sends its oldest tool results shortened (`dropped`
+    0), and asks again: that attempt counts against neither `limits.turns` nor
+    `limits.retries`. Nothing is deleted: `Agent.messages` keeps the whole conversation.
+    """
+
+    type: Literal["trim"] = field(default="trim", init=False)
+    dropped: int
+    """How many messages of the conversation this step stopped sending (0: results shortened)."""
+    kept: int
+    """How many messages after the system message are still sent."""
+
+    __repr__ = _repr
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {"type": self.type, "dropped": self.dropped, "kept": self.kept}
+
+
 class _Text:
     """The default of `FinalEvent.output`: the text itself (an answer of type `str`)."""
 
@@ -314,6 +341,14 @@ class EndEvent:
 
 
 AgentEvent: TypeAlias = (
-    TextEvent | UsageEvent | TurnEvent | CallEvent | ResultEvent | RetryEvent | FinalEvent | EndEvent
+    TextEvent
+    | UsageEvent
+    | TurnEvent
+    | CallEvent
+    | ResultEvent
+    | RetryEvent
+    | TrimEvent
+    | FinalEvent
+    | EndEvent
 )
 """Any event of a run."""
