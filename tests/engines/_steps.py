@@ -9,7 +9,7 @@ import numpy as np
 from aerix._handover import INPUT_PATH, TOOL_PATH
 from aerix.engines.llamacpp._hooks import Step
 from aerix.engines.llamacpp._sampling import Sampling
-from aerix.engines.llamacpp.rules import ValueBias
+from aerix.engines.llamacpp.rules import Context, ValueBias
 from aerix.engines.llamacpp.rules._site import CallSite
 from aerix.model import Handover
 
@@ -32,3 +32,8 @@ def fake_step(bias: ValueBias, pieces: list[str], lookahead: Any = None, tempera
         rng=np.random.default_rng(0),
         room=None,
     )
+
+
+def rules_for(source: str = "", **options: Any) -> ValueBias:
+    """One generation's value rules copying from `source`, with `options` (`Context`'s fields)."""
+    return ValueBias(Context(source=source, **options))

@@ -6,11 +6,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import rules_for
 
 from aerix.engines.llamacpp.rules._bias import ValueBias
-from aerix.engines.llamacpp.rules._fields import enum_keys
-from aerix.engines.llamacpp.rules._spans import quoted, quoted_values
-from aerix.engines.llamacpp.rules._units import field_unit
+from aerix.engines.llamacpp.rules._schema import enum_keys
+from aerix.engines.llamacpp.rules.convert import field_unit
+from aerix.engines.llamacpp.rules.heuristics.quotes import quoted, quoted_values
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
 
@@ -19,7 +20,7 @@ PIECES = ['{"city":"', "San", "Bos", " Francisco", " Fr", '"}', "ton", "1", "5",
 
 
 def bias(text: str, copy: float = 4.0, close: float = 0.0) -> ValueBias:
-    b = ValueBias(SOURCE, copy=copy, close=close, piece=PIECES.__getitem__)
+    b = rules_for(SOURCE, copy=copy, close=close, piece=PIECES.__getitem__)
     b.feed(text.encode())
     return b
 
@@ -57,7 +58,7 @@ def test_the_bias_adds_its_strength_once() -> None:
 
 
 def test_the_bias_follows_split_utf8_characters() -> None:
-    b = ValueBias("Zürich", copy=1.0, close=0.0, piece=["Z", "ü", "rich", '"'].__getitem__)
+    b = rules_for("Zürich", copy=1.0, close=0.0, piece=["Z", "ü", "rich", '"'].__getitem__)
     b.feed(b'{"c":"Z\xc3')
     b.feed(b"\xbc")
     out = b.apply(np.zeros(4, dtype=np.float32))
@@ -66,11 +67,11 @@ def test_the_bias_follows_split_utf8_characters() -> None:
 
 def test_the_close_bias_nudges_closing_tokens_after_a_value() -> None:
     pieces = ["}", ',"', "}}", "5}", "0", '"']
-    b = ValueBias("", copy=0.0, close=3.0, piece=pieces.__getitem__)
+    b = rules_for("", copy=0.0, close=3.0, piece=pieces.__getitem__)
     b.feed(b'{"a":"x"')
     out = b.apply(np.zeros(len(pieces), dtype=np.float32))
     assert out.tolist() == [3.0, 0.0, 3.0, 0.0, 0.0, 0.0]
-    b = ValueBias("", copy=0.0, close=3.0, piece=pieces.__getitem__)
+    b = rules_for("", copy=0.0, close=3.0, piece=pieces.__getitem__)
     b.feed(b'{"a":1')
     logits = np.array([0, 1, 0, 0, 0, 0], dtype=np.float32)  # the model would end the number
     out = b.apply(logits)
@@ -79,56 +80,56 @@ def test_the_close_bias_nudges_closing_tokens_after_a_value() -> None:
 
 def test_the_close_bias_does_not_cut_a_number_short() -> None:
     pieces = ["}", ',"', "0", "5}"]
-    b = ValueBias("", copy=0.0, close=3.0, piece=pieces.__getitem__)
+    b = rules_for("", copy=0.0, close=3.0, piece=pieces.__getitem__)
     b.feed(b'{"a":4')
     logits = np.array([0, 0, 1, 0], dtype=np.float32)  # the model would write 40…
     assert b.apply(logits).tolist() == [0.0, 0.0, 1.0, 0.0]
 
 
 def test_the_close_bias_waits_for_a_value_to_end() -> None:
-    b = ValueBias("", copy=0.0, close=3.0, piece=["}", '"'].__getitem__)
+    b = rules_for("", copy=0.0, close=3.0, piece=["}", '"'].__getitem__)
     b.feed(b'{"a":"x')
     assert not b.active
     assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 0.0]
 
 
 def test_both_biases_off_change_nothing() -> None:
-    b = ValueBias(SOURCE, copy=0.0, close=0.0, piece=PIECES.__getitem__)
+    b = rules_for(SOURCE, copy=0.0, close=0.0, piece=PIECES.__getitem__)
     b.feed(b'{"city":"')
     assert not b.active
     assert b.apply(np.zeros(len(PIECES), dtype=np.float32)).tolist() == [0.0] * len(PIECES)
 
 
 def test_each_occurrence_is_copied_once_and_a_number_given_once_costs_the_second_time() -> None:
-    b = ValueBias("the sides are 4 and 5", copy=1.0, close=0.0, piece=["4", "5", "}"].__getitem__)
+    b = rules_for("the sides are 4 and 5", copy=1.0, close=0.0, piece=["4", "5", "}"].__getitem__)
     b.feed(b'{"x":4,"y":')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-1.0, 1.0, 0.0]  # 4 is taken
-    words = ValueBias("the sides are 4 and 5", copy=1.0, close=0.0, piece=["sides", "4", "}"].__getitem__)
+    words = rules_for("the sides are 4 and 5", copy=1.0, close=0.0, piece=["sides", "4", "}"].__getitem__)
     words.feed(b'{"a":"sides","b":"')
     assert words.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]  # strings: no cost
 
 
 def test_a_string_value_takes_its_occurrence_too() -> None:
-    b = ValueBias("Lisbon or Porto", copy=1.0, close=0.0, piece=["Lisbon", "Porto"].__getitem__)
+    b = rules_for("Lisbon or Porto", copy=1.0, close=0.0, piece=["Lisbon", "Porto"].__getitem__)
     b.feed(b'{"a":"Lisbon","b":"')
     assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 1.0]
 
 
 def test_numbers_are_copied_without_thousands_separators() -> None:
     pieces = ["2", "0", "}", ","]
-    b = ValueBias("a net income of $2,000,000 in 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("a net income of $2,000,000 in 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"income":200')
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, 1.0, -1.0, -1.0]  # on to 2000000
     b.feed(b"0000")
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0, 1.0]  # a whole span
-    b = ValueBias("sides 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("sides 2,3", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"a":2')
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0, 1.0]  # "2,3" is a list
 
 
 def test_leaving_a_span_under_way_costs_what_copying_gains() -> None:
     pieces = ["pool", "ly", " F", '"', "0", ","]
-    b = ValueBias("Liverpool F.C. won 5000 to 2", copy=2.5, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("Liverpool F.C. won 5000 to 2", copy=2.5, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"team":"Liver')
     assert b.apply(np.zeros(6, dtype=np.float32)).tolist() == [2.5, -2.5, -2.5, -2.5, -2.5, -2.5]
     b.feed(b'pool"')
@@ -141,15 +142,15 @@ def test_leaving_a_span_under_way_costs_what_copying_gains() -> None:
 
 def test_an_empty_string_copies_nothing() -> None:
     pieces = ['"', '""', "Vel", "V"]
-    b = ValueBias("What is the capital of Veloria?", copy=2.5, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("What is the capital of Veloria?", copy=2.5, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"country":"')
     out = b.apply(np.zeros(4, dtype=np.float32)).tolist()
     assert out[pieces.index('"')] == -2.5  # closing at once: an empty value
     assert out[pieces.index("Vel")] == 2.5 and out[pieces.index("V")] == 2.5
-    b = ValueBias("What is the capital of Veloria?", copy=2.5, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("What is the capital of Veloria?", copy=2.5, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"country":')
     assert b.apply(np.zeros(4, dtype=np.float32))[pieces.index('""')] == -2.5
-    off = ValueBias("What is the capital of Veloria?", copy=0.0, close=2.0, piece=pieces.__getitem__)
+    off = rules_for("What is the capital of Veloria?", copy=0.0, close=2.0, piece=pieces.__getitem__)
     off.feed(b'{"country":"')
     assert off.apply(np.zeros(4, dtype=np.float32)).tolist() == [0.0] * 4  # copy_bias=0: no nudge
 
@@ -161,7 +162,7 @@ FLAGS = ['{"', "true", "tr", "false", "f", "ton", "1", "}"]
 
 
 def flag_bias(source: str, text: str) -> set[str]:
-    b = ValueBias(source, copy=4.0, close=0.0, piece=FLAGS.__getitem__)
+    b = rules_for(source, copy=4.0, close=0.0, piece=FLAGS.__getitem__)
     b.feed(text.encode())
     out = b.apply(np.zeros(len(FLAGS), dtype=np.float32))
     return {FLAGS[i] for i in range(len(FLAGS)) if out[i] > 0}
@@ -175,19 +176,19 @@ def test_the_copy_bias_sets_a_flag_the_request_mentions() -> None:
 
 
 def test_a_fork_is_independent() -> None:
-    b = ValueBias("sides 4 and 5", copy=4.0, close=2.0, piece=PIECES.__getitem__)
+    b = rules_for("sides 4 and 5", copy=4.0, close=2.0, piece=PIECES.__getitem__)
     b.feed(b'{"x":4')
     fork = b.fork()
     fork.feed(b',"y":5,"z":')
     assert fork.depth == 1 and b.depth == 1
-    assert b._cursor.value == "4" and fork._cursor.value is None
-    assert not fork.supports(',"q":5}')  # the fork took 5…
-    assert b.supports(',"q":5}')  # …the original did not
+    assert b.cursor.value == "4" and fork.cursor.value is None
+    assert not fork.optional.supports(',"q":5}')  # the fork took 5…
+    assert b.optional.supports(',"q":5}')  # …the original did not
     assert fork.ended == 2 and b.ended == 0
 
 
 def test_a_fork_tells_when_the_next_value_has_ended() -> None:
-    b = ValueBias("sides 4 and 5", copy=4.0, close=2.0, piece=PIECES.__getitem__)
+    b = rules_for("sides 4 and 5", copy=4.0, close=2.0, piece=PIECES.__getitem__)
     b.feed(b'{"p":{"x":4')
     fork = b.fork()
     fork.feed(b',"y"')  # ends the number 4: not the next value
@@ -225,21 +226,21 @@ def test_a_fork_tells_when_the_next_value_has_ended() -> None:
     ],
 )
 def test_a_token_adds_a_field_after_a_value_in_a_nested_object(text: str, piece: str, adds: bool) -> None:
-    b = ValueBias("", copy=1.0, close=1.0, piece=PIECES.__getitem__)
+    b = rules_for("", copy=1.0, close=1.0, piece=PIECES.__getitem__)
     b.feed(text.encode())
-    assert b.adds_field(piece) is adds
+    assert b.optional.adds_field(piece) is adds
 
 
 def test_the_closer_is_the_likeliest_allowed_closing_token() -> None:
     pieces = [",", "}", "}}", "5", '"']
-    b = ValueBias("", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b = rules_for("", copy=1.0, close=1.0, piece=pieces.__getitem__)
     b.feed(b'{"p":{"x":4')
     logits = np.array([3.0, 1.0, 2.0, 5.0, 0.0], dtype=np.float32)
-    assert b.closer(logits, ",") == 2
+    assert b.optional.closer(logits, ",") == 2
     logits[2] = -np.inf  # forbidden by the schema
-    assert b.closer(logits, ",") == 1
+    assert b.optional.closer(logits, ",") == 1
     logits[1] = -np.inf
-    assert b.closer(logits, ",") is None
+    assert b.optional.closer(logits, ",") is None
 
 
 @pytest.mark.parametrize(
@@ -261,58 +262,60 @@ def test_the_closer_is_the_likeliest_allowed_closing_token() -> None:
     ],
 )
 def test_an_optional_field_is_supported_when_the_request_gives_its_value(text: str, supported: bool) -> None:
-    b = ValueBias("4 km in 5 days without tolls", copy=1.0, close=1.0, piece=PIECES.__getitem__)
+    b = rules_for("4 km in 5 days without tolls", copy=1.0, close=1.0, piece=PIECES.__getitem__)
     b.feed(b'{"p":{"x":4,"y":"w"')
-    assert b.supports(text) is supported
+    assert b.optional.supports(text) is supported
 
 
 def test_supports_reads_past_the_rest_of_a_number() -> None:
-    b = ValueBias("12 km", copy=1.0, close=1.0, piece=PIECES.__getitem__)
+    b = rules_for("12 km", copy=1.0, close=1.0, piece=PIECES.__getitem__)
     b.feed(b'{"p":{"x":1')
-    assert b.supports('2,"unit":"km"}')
+    assert b.optional.supports('2,"unit":"km"}')
 
 
 def test_supports_and_the_closer_read_past_the_rest_of_a_string() -> None:
     pieces = ['"', '"}', '",', "on"]
-    b = ValueBias("Lisbon in km", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b = rules_for("Lisbon in km", copy=1.0, close=1.0, piece=pieces.__getitem__)
     b.feed(b'{"p":{"city":"Lisb')
-    assert b.supports('on","unit":"km"}')
-    assert not b.supports('on","unit":"mi"}')
-    assert b.closer(np.array([0.0, 1.0, 2.0, 3.0], dtype=np.float32), '",') == 1  # '"}', not '",' or "on"
+    assert b.optional.supports('on","unit":"km"}')
+    assert not b.optional.supports('on","unit":"mi"}')
+    assert (
+        b.optional.closer(np.array([0.0, 1.0, 2.0, 3.0], dtype=np.float32), '",') == 1
+    )  # '"}', not '",' or "on"
 
 
 def test_the_closer_only_closes() -> None:
     pieces = ["}},", "}}", "}"]
-    b = ValueBias("", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b = rules_for("", copy=1.0, close=1.0, piece=pieces.__getitem__)
     b.feed(b'{"calls":[{"input":{"x":4')
-    assert b.closer(np.array([3.0, 2.0, 1.0], dtype=np.float32), ",") == 1  # not `}},`: a new item
+    assert b.optional.closer(np.array([3.0, 2.0, 1.0], dtype=np.float32), ",") == 1  # not `}},`: a new item
 
 
 def test_the_closer_writes_what_the_token_it_replaces_adds_to_the_value() -> None:
     pieces = ['"}', '.",', '."}', '."']
-    b = ValueBias("Washington D.C.", copy=1.0, close=1.0, piece=pieces.__getitem__)
+    b = rules_for("Washington D.C.", copy=1.0, close=1.0, piece=pieces.__getitem__)
     b.feed(b'{"p":{"city":"Washington D.C')
     logits = np.array([3.0, 2.0, 1.0, 0.0], dtype=np.float32)
-    assert b.closer(logits, '.",') == 2  # '."}' keeps the period; '"}' would drop it
+    assert b.optional.closer(logits, '.",') == 2  # '."}' keeps the period; '"}' would drop it
     logits[2] = -np.inf
-    assert b.closer(logits, '.",') is None
-    assert b.closer(logits, '",') == 0
+    assert b.optional.closer(logits, '.",') is None
+    assert b.optional.closer(logits, '",') == 0
 
 
 def test_an_optional_value_the_request_says_in_other_words_is_supported() -> None:
-    b = ValueBias(
+    b = rules_for(
         "Air quality in San Jose for the next three days, in detail.", copy=1.0, close=1.0, piece=str
     )
     b.feed(b'{"p":{"city":"San Jose"')
-    assert b.supports(',"days":3}')  # "three"
-    assert not b.supports(',"days":4}')
-    assert b.supports(',"level":"detailed"}')
-    assert not b.supports(',"level":"basic"}')
+    assert b.optional.supports(',"days":3}')  # "three"
+    assert not b.optional.supports(',"days":4}')
+    assert b.optional.supports(',"level":"detailed"}')
+    assert not b.optional.supports(',"level":"basic"}')
 
 
 def percent_bias(source: str, keys: tuple[str, ...] = (), key: str = "rate") -> ValueBias:
     kept = {k: {-2} for k in keys}
-    b = ValueBias(
+    b = rules_for(
         source, copy=2.5, close=0.0, piece=PIECES.__getitem__, kept_scales=kept, convert_values=True
     )
     b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":')
@@ -336,7 +339,7 @@ def percent_bias(source: str, keys: tuple[str, ...] = (), key: str = "rate") -> 
 def test_a_number_given_only_as_a_percentage_is_written_as_its_fraction(
     source: str, text: str, fraction: str | None
 ) -> None:
-    assert percent_bias(source).scaled(text) == fraction
+    assert percent_bias(source).convert.scaled(text) == fraction
 
 
 @pytest.mark.parametrize(
@@ -358,64 +361,72 @@ def test_a_number_given_only_as_a_percentage_is_written_as_its_fraction(
     ],
 )
 def test_a_number_given_only_in_millions_is_written_whole(source: str, text: str, number: str | None) -> None:
-    assert percent_bias(source).scaled(text) == number
+    assert percent_bias(source).convert.scaled(text) == number
 
 
 def test_digits_that_never_end_are_written_whole_only_as_the_digits_of_a_number_in_millions() -> None:
     # The look-ahead ran out within them: the model would write zeros up to max_tokens.
     runaway = "85" + "0" * 46
     assert (
-        percent_bias("a population of 213 million on 8.5 million km2").scaled(runaway, ended=False)
+        percent_bias("a population of 213 million on 8.5 million km2").convert.scaled(runaway, ended=False)
         == "8500000"
     )
-    assert percent_bias("8.5 million km2").scaled("8" * 48, ended=False) is None  # not its digits
-    assert percent_bias("$5000 at 5% for 7 years").scaled("5", ended=False) is None  # no scale's zeros
-    assert percent_bias("8.5 million and 85 thousand").scaled(runaway, ended=False) is None  # which one?
-    assert percent_bias("8.5 million km2").scaled(runaway + "}", ended=False) is None  # not digits alone
+    assert percent_bias("8.5 million km2").convert.scaled("8" * 48, ended=False) is None  # not its digits
+    assert (
+        percent_bias("$5000 at 5% for 7 years").convert.scaled("5", ended=False) is None
+    )  # no scale's zeros
+    assert (
+        percent_bias("8.5 million and 85 thousand").convert.scaled(runaway, ended=False) is None
+    )  # which one?
+    assert (
+        percent_bias("8.5 million km2").convert.scaled(runaway + "}", ended=False) is None
+    )  # not digits alone
 
 
 def test_the_percentage_is_taken_once_written_as_a_fraction() -> None:
     b = percent_bias("5% now and 5% later")
-    assert b.scaled("5,") == "0.05"  # every free 5 is a percentage
-    assert b.scaled("5,") == "0.05"
-    assert b.scaled("5,") is None
+    assert b.convert.scaled("5,") == "0.05"  # every free 5 is a percentage
+    assert b.convert.scaled("5,") == "0.05"
+    assert b.convert.scaled("5,") is None
     b = percent_bias("5% now, then 6%")
-    assert b.starts_number("5")
-    assert b.scaled("5,") == "0.05"
-    assert b.scaled("5,") is None  # taken
-    assert b.starts_number("6")
-    assert b.scaled("6}") == "0.06"
-    assert not b.starts_number("7")  # every percentage is taken
+    assert b.convert.starts_number("5")
+    assert b.convert.scaled("5,") == "0.05"
+    assert b.convert.scaled("5,") is None  # taken
+    assert b.convert.starts_number("6")
+    assert b.convert.scaled("6}") == "0.06"
+    assert not b.convert.starts_number("7")  # every percentage is taken
 
 
 def test_a_percentage_is_only_looked_for_where_a_number_field_may_take_it() -> None:
     b = percent_bias("at 5%")
-    assert b.starts_number("5") and b.starts_number("-")
-    assert not b.starts_number('"')  # a string
-    assert not percent_bias("at 5%", keys=("rate",)).starts_number("5")  # the field takes 5
-    assert percent_bias("at 5%", keys=("rate",)).scaled("5}") is None
+    assert b.convert.starts_number("5") and b.convert.starts_number("-")
+    assert not b.convert.starts_number('"')  # a string
+    assert not percent_bias("at 5%", keys=("rate",)).convert.starts_number("5")  # the field takes 5
+    assert percent_bias("at 5%", keys=("rate",)).convert.scaled("5}") is None
     kept = percent_bias("at 5% of 2 million", keys=("rate",))
-    assert kept.starts_number("2")  # it takes percentages, not millions
-    assert kept.scaled("5,") is None and kept.scaled("2}") == "2000000"
-    assert not percent_bias("at five").starts_number("5")  # no percentage
-    top = ValueBias("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__, convert_values=True)
+    assert kept.convert.starts_number("2")  # it takes percentages, not millions
+    assert kept.convert.scaled("5,") is None and kept.convert.scaled("2}") == "2000000"
+    assert not percent_bias("at five").convert.starts_number("5")  # no percentage
+    top = rules_for("at 5%", copy=2.5, close=0.0, piece=PIECES.__getitem__, convert_values=True)
     top.feed(b'{"rate":')
-    assert not top.starts_number("5")  # not in a tool's input
-    off = ValueBias("at 5%", copy=0.0, close=2.0, piece=PIECES.__getitem__, convert_values=True)
+    assert not top.convert.starts_number("5")  # not in a tool's input
+    off = rules_for("at 5%", copy=0.0, close=2.0, piece=PIECES.__getitem__, convert_values=True)
     off.feed(b'{"calls":[{"tool":"t","input":{"rate":')
-    assert not off.starts_number("5")  # the copy bias is off
+    assert not off.convert.starts_number("5")  # the copy bias is off
     b.feed(b"5")
-    assert not b.starts_number("0")  # inside a number already
+    assert not b.convert.starts_number("0")  # inside a number already
 
 
 def test_numbers_written_as_words_are_copied_like_digits() -> None:
     pieces = ["2", "1", "5", "}"]
-    b = ValueBias("Two adults and one child, for five nights.", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("Two adults and one child, for five nights.", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"adults":')
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [1.0, 1.0, 1.0, 0.0]
     b.feed(b'2,"children":1,"nights":')
     assert b.apply(np.zeros(4, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0, 0.0]  # each copied once
-    assert not ValueBias("someone", copy=1.0, close=0.0, piece=str).supports(',"n":1}')  # whole words only
+    assert not rules_for("someone", copy=1.0, close=0.0, piece=str).optional.supports(
+        ',"n":1}'
+    )  # whole words only
 
 
 @pytest.mark.parametrize(
@@ -430,7 +441,7 @@ def test_numbers_written_as_words_are_copied_like_digits() -> None:
     ],
 )
 def test_a_string_value_starts_in_a_tools_input(text: str, starts: bool) -> None:
-    b = ValueBias("", copy=0.0, close=0.0, piece=str)
+    b = rules_for("", copy=0.0, close=0.0, piece=str)
     b.feed(text.encode())
     assert b.starts_string() is starts
 
@@ -442,14 +453,14 @@ def test_a_number_named_for_a_field_gets_the_copy_bias_twice_there_and_none_in_a
     pieces = ["70", "175", "5"]
     source = "a weight of 70 kg, a height of 175 cm and 5 more"
     siblings = {"weight": {"weight", "height", "extra"}, "height": {"weight", "height", "extra"}}
-    b = ValueBias(source, copy=2.5, close=0.0, piece=pieces.__getitem__, siblings=siblings)
+    b = rules_for(source, copy=2.5, close=0.0, piece=pieces.__getitem__, siblings=siblings)
     b.feed(b'{"calls":[{"tool":"bmi","input":{"weight":')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [5.0, 0.0, 2.5]
     b.feed(b'70,"height":')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-2.5, 5.0, 2.5]  # 70 is taken
     b.feed(b'175,"extra":')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-2.5, -2.5, 2.5]
-    plain = ValueBias(source, copy=2.5, close=0.0, piece=pieces.__getitem__)  # no siblings: no names
+    plain = rules_for(source, copy=2.5, close=0.0, piece=pieces.__getitem__)  # no siblings: no names
     plain.feed(b'{"calls":[{"tool":"bmi","input":{"weight":')
     assert plain.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.5, 2.5, 2.5]
 
@@ -459,7 +470,7 @@ def test_a_number_named_for_a_field_gets_the_copy_bias_twice_there_and_none_in_a
 
 def date_bias(source: str, key: str = "date") -> ValueBias:
     formats = {"date": "%Y-%m-%d"}
-    b = ValueBias(
+    b = rules_for(
         source, copy=2.5, close=0.0, piece=PIECES.__getitem__, date_formats=formats, convert_values=True
     )
     b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":"')
@@ -484,22 +495,22 @@ def date_bias(source: str, key: str = "date") -> ValueBias:
 def test_a_date_of_the_messages_is_written_in_the_fields_format(
     source: str, text: str, written: str | None
 ) -> None:
-    assert date_bias(source).dated(text) == written
+    assert date_bias(source).convert.dated(text) == written
 
 
 def test_each_date_is_written_once_and_only_in_date_fields() -> None:
     b = date_bias("from July 10, 2022 to July 20, 2022")
-    assert b.starts_date()
-    assert b.dated('July 20, 2022"') == "2022-07-20"
-    assert b.dated('July 20, 2022"') == "2022-07-10"  # taken: the next date given instead
-    assert b.dated('July 10, 2022"') is None
-    assert not b.starts_date()  # every date is taken
-    assert not date_bias("from July 10, 2022", key="city").starts_date()
-    assert not date_bias("on July 10").starts_date()  # no whole date
+    assert b.convert.starts_date()
+    assert b.convert.dated('July 20, 2022"') == "2022-07-20"
+    assert b.convert.dated('July 20, 2022"') == "2022-07-10"  # taken: the next date given instead
+    assert b.convert.dated('July 10, 2022"') is None
+    assert not b.convert.starts_date()  # every date is taken
+    assert not date_bias("from July 10, 2022", key="city").convert.starts_date()
+    assert not date_bias("on July 10").convert.starts_date()  # no whole date
     b = date_bias("on July 10, 2022")
     b.feed(b"J")
-    assert not b.starts_date()  # not at the start of the value
-    off = ValueBias(
+    assert not b.convert.starts_date()  # not at the start of the value
+    off = rules_for(
         "on July 10, 2022",
         copy=0.0,
         close=2.0,
@@ -508,25 +519,25 @@ def test_each_date_is_written_once_and_only_in_date_fields() -> None:
         convert_values=True,
     )
     off.feed(b'{"calls":[{"tool":"t","input":{"date":"')
-    assert not off.starts_date()  # part of the copy bias
+    assert not off.convert.starts_date()  # part of the copy bias
 
 
 def test_a_string_field_next_to_number_fields_does_not_copy_a_number() -> None:
     pieces = ["2", "pounds", "20"]
     siblings = {"quantity": {"quantity"}, "unit": {"quantity"}}
-    b = ValueBias("2 pounds of butter", copy=2.5, close=0.0, piece=pieces.__getitem__, siblings=siblings)
+    b = rules_for("2 pounds of butter", copy=2.5, close=0.0, piece=pieces.__getitem__, siblings=siblings)
     b.feed(b'{"calls":[{"tool":"convert","input":{"unit":"')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 2.5, 0.0]
     b.feed(b'pounds","quantity":')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.5, 0.0, 0.0]
-    alone = ValueBias("2 pounds of butter", copy=2.5, close=0.0, piece=pieces.__getitem__)  # no number fields
+    alone = rules_for("2 pounds of butter", copy=2.5, close=0.0, piece=pieces.__getitem__)  # no number fields
     alone.feed(b'{"calls":[{"tool":"convert","input":{"unit":"')
     assert alone.apply(np.zeros(3, dtype=np.float32)).tolist() == [2.5, 2.5, 0.0]
 
 
 def test_the_numbers_of_a_date_written_in_its_format_are_taken_with_it() -> None:
     pieces = ["10", "2022", "3"]
-    b = ValueBias(
+    b = rules_for(
         "3 nights from July 10, 2022",
         copy=1.0,
         close=0.0,
@@ -535,7 +546,7 @@ def test_the_numbers_of_a_date_written_in_its_format_are_taken_with_it() -> None
         convert_values=True,
     )
     b.feed(b'{"calls":[{"tool":"t","input":{"day":"')
-    assert b.dated('July 10, 2022"') == "2022-07-10"
+    assert b.convert.dated('July 10, 2022"') == "2022-07-10"
     b.feed(b'2022-07-10","nights":')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [-1.0, -1.0, 1.0]  # not 10 nights
 
@@ -548,58 +559,60 @@ ROUTE = (("origin", "destination", "consider_terrain", "avoid_tolls"), {"origin"
 
 
 def terrain_bias(objects: tuple[tuple[tuple[str, ...], set[str]], ...] = (ROUTE,)) -> ValueBias:
-    b = ValueBias(TERRAIN, copy=1.0, close=0.0, piece=str, objects=objects)
+    b = rules_for(TERRAIN, copy=1.0, close=0.0, piece=str, objects=objects)
     b.feed(b'{"calls":[{"tool":"distance","input":{"origin":"New York","destination":"Boston')
     return b
 
 
 def test_an_optional_field_the_request_names_is_offered_before_the_object_closes() -> None:
     b = terrain_bias()
-    assert b.suggest('"}') == '","consider_terrain":'  # the value's closing quote first
-    assert b.suggest('"}') is None  # offered once
+    assert b.optional.suggest('"}') == '","consider_terrain":'  # the value's closing quote first
+    assert b.optional.suggest('"}') is None  # offered once
     b = terrain_bias()
     b.feed(b'"')
-    assert b.suggest("}}") == ',"consider_terrain":'
-    assert terrain_bias().suggest('",') is None  # not closing: the model adds a field itself
-    assert terrain_bias().suggest("ton") is None
+    assert b.optional.suggest("}}") == ',"consider_terrain":'
+    assert terrain_bias().optional.suggest('",') is None  # not closing: the model adds a field itself
+    assert terrain_bias().optional.suggest("ton") is None
 
 
 def test_no_field_is_offered_that_the_request_does_not_name_or_that_is_written() -> None:
     assert (
-        terrain_bias(((("origin", "destination", "avoid_tolls"), {"origin", "destination"}),)).suggest('"}')
+        terrain_bias(
+            ((("origin", "destination", "avoid_tolls"), {"origin", "destination"}),)
+        ).optional.suggest('"}')
         is None
     )
     required = (
         (("origin", "destination", "consider_terrain"), {"origin", "destination", "consider_terrain"}),
     )
-    assert terrain_bias(required).suggest('"}') is None  # the object cannot close: no such object
-    assert terrain_bias(((("origin", "city"), set()),)).suggest('"}') is None  # another object
-    assert terrain_bias(()).suggest('"}') is None  # no objects given: off
-    b = ValueBias(TERRAIN, copy=1.0, close=0.0, piece=str, objects=(ROUTE,))
+    assert terrain_bias(required).optional.suggest('"}') is None  # the object cannot close: no such object
+    assert terrain_bias(((("origin", "city"), set()),)).optional.suggest('"}') is None  # another object
+    assert terrain_bias(()).optional.suggest('"}') is None  # no objects given: off
+    b = rules_for(TERRAIN, copy=1.0, close=0.0, piece=str, objects=(ROUTE,))
     b.feed(b'{"origin":"New York","destination":"Boston')
-    assert b.suggest('"}') is None  # not in a tool's input
-    negated = ValueBias(
+    assert b.optional.suggest('"}') is None  # not in a tool's input
+    negated = rules_for(
         "from A to B, not accounting for terrain", copy=1.0, close=0.0, piece=str, objects=(ROUTE,)
     )
     negated.feed(b'{"calls":[{"tool":"distance","input":{"origin":"A","destination":"B')
-    assert negated.suggest('"}') is None
+    assert negated.optional.suggest('"}') is None
 
 
 def test_a_string_of_the_fields_own_name_is_no_value() -> None:
-    b = ValueBias("the method used to discover gravity, monthly", copy=1.0, close=0.0, piece=str)
+    b = rules_for("the method used to discover gravity, monthly", copy=1.0, close=0.0, piece=str)
     b.feed(b'{"calls":[{"tool":"t","input":{"discovery":"gravity"')
-    assert not b.supports(',"method_used":"method"}')
-    assert not b.supports(',"methodUsed":"Method"}')
-    assert b.supports(',"approach":"method"}')  # another field may take the word
-    assert b.supports(',"method_used":"gravity"}')
+    assert not b.optional.supports(',"method_used":"method"}')
+    assert not b.optional.supports(',"methodUsed":"Method"}')
+    assert b.optional.supports(',"approach":"method"}')  # another field may take the word
+    assert b.optional.supports(',"method_used":"gravity"}')
 
 
 def test_a_string_field_does_not_copy_its_own_name() -> None:
     pieces = ["slope", "hill", "steep"]
-    b = ValueBias("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"calls":[{"tool":"t","input":{"slope_type":"')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 1.0, 0.0]
-    b = ValueBias("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
+    b = rules_for("plants for a hill slope", copy=1.0, close=0.0, piece=pieces.__getitem__)
     b.feed(b'{"calls":[{"tool":"t","input":{"terrain":"')
     assert b.apply(np.zeros(3, dtype=np.float32)).tolist() == [1.0, 1.0, 0.0]  # another field may
 
@@ -609,7 +622,7 @@ def test_a_string_field_does_not_copy_its_own_name() -> None:
 
 def value_bias(source: str, pieces: list[str], text: bytes, **options: Any) -> ValueBias:
     """A `ValueBias` with a copy bias of 1 over `pieces`, fed `text`."""
-    b = ValueBias(source, copy=1.0, close=0.0, piece=pieces.__getitem__, **options)
+    b = rules_for(source, copy=1.0, close=0.0, piece=pieces.__getitem__, **options)
     b.feed(text)
     return b
 
@@ -618,7 +631,7 @@ def unit_bias(source: str, description: str, integer: bool = True, key: str = "h
     unit = field_unit(key, description)
     assert unit is not None
     units = {key: (unit, integer)}
-    b = ValueBias(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, units=units, convert_values=True)
+    b = rules_for(source, copy=2.5, close=0.0, piece=PIECES.__getitem__, units=units, convert_values=True)
     b.feed(b'{"calls":[{"tool":"t","input":{"' + key.encode() + b'":')
     return b
 
@@ -643,24 +656,24 @@ def test_a_quantity_in_another_unit_is_written_in_the_fields_unit(
     source: str, description: str, integer: bool, text: str, written: str | None
 ) -> None:
     b = unit_bias(source, description, integer)
-    assert b.starts_number(text[0])
-    assert b.scaled(text) == written
+    assert b.convert.starts_number(text[0])
+    assert b.convert.scaled(text) == written
 
 
 def test_a_converted_quantity_is_taken_with_its_numbers() -> None:
     b = unit_bias("height 5ft 10in", "in inches")
-    assert b.scaled("5,") == "70"
-    assert not b.starts_number("5")  # nothing left to convert
-    assert b.scaled("10,") is None
-    plain = ValueBias("height 5ft 10in", copy=2.5, close=0.0, piece=PIECES.__getitem__, convert_values=True)
+    assert b.convert.scaled("5,") == "70"
+    assert not b.convert.starts_number("5")  # nothing left to convert
+    assert b.convert.scaled("10,") is None
+    plain = rules_for("height 5ft 10in", copy=2.5, close=0.0, piece=PIECES.__getitem__, convert_values=True)
     plain.feed(b'{"calls":[{"tool":"t","input":{"height":')
-    assert not plain.starts_number("5")  # a field that names no unit
-    assert plain.scaled("5,") is None
+    assert not plain.convert.starts_number("5")  # a field that names no unit
+    assert plain.convert.scaled("5,") is None
 
 
 def test_a_number_written_instead_of_the_models_ends_there() -> None:
     b = value_bias("a rate of 5%", ["0", "5", ",", "}", ',"'], b'{"calls":[{"tool":"t","input":{"rate":0.05')
-    b.seal()
+    b.convert.seal()
     assert b.apply(np.zeros(5, dtype=np.float32)).tolist() == [-np.inf, -np.inf, 0.0, 0.0, 0.0]
     b.feed(b',"n":')
     assert np.isfinite(b.apply(np.zeros(5, dtype=np.float32))).all()  # the next number is free
@@ -672,7 +685,7 @@ SERIES_PIECES = ["20", "15", "30", "60"]
 
 def series_bias(keys: tuple[str, ...]) -> ValueBias:
     siblings = {k: set(keys) for k in keys}
-    return ValueBias(SERIES, copy=1.0, close=0.0, piece=SERIES_PIECES.__getitem__, siblings=siblings)
+    return rules_for(SERIES, copy=1.0, close=0.0, piece=SERIES_PIECES.__getitem__, siblings=siblings)
 
 
 def test_number_fields_of_a_series_take_the_numbers_in_order() -> None:
@@ -690,7 +703,7 @@ def test_number_fields_of_a_series_take_the_numbers_in_order() -> None:
 
 def test_names_come_before_order_in_a_series() -> None:
     siblings = {k: {"base1", "height1"} for k in ("base1", "height1")}
-    b = ValueBias(
+    b = rules_for(
         "a height1 of 10 and 6", copy=1.0, close=0.0, piece=["10", "6"].__getitem__, siblings=siblings
     )
     b.feed(b'{"calls":[{"tool":"t","input":{"base1":')
@@ -701,8 +714,8 @@ def test_an_optional_number_of_a_series_comes_after_the_ones_written() -> None:
     siblings = {k: {"x", "y", "z", "count"} for k in ("x", "y", "z", "count")}
     text = b'{"calls":[{"tool":"t","input":{"x":4,"y":5'
     b = value_bias("the other two sides as 4 and 5", [], text, siblings=siblings)
-    assert not b.supports(',"z":2}')  # "two" comes before the 5 written
-    assert b.supports(',"count":2}')  # not of the series
+    assert not b.optional.supports(',"z":2}')  # "two" comes before the 5 written
+    assert b.optional.supports(',"count":2}')  # not of the series
 
 
 def test_string_fields_of_a_series_take_the_values_in_order() -> None:
@@ -738,7 +751,7 @@ def test_a_string_of_the_tools_own_name_is_no_value() -> None:
     b = value_bias(
         "Tom Brady in the 2020 NFL season", ["NFL", "season"], text, constants={"nfl_data.player_record"}
     )
-    assert not b.supports(',"team":"NFL"}')
+    assert not b.optional.supports(',"team":"NFL"}')
     b.feed(b',"team":"')
     assert b.apply(np.zeros(2, dtype=np.float32)).tolist() == [0.0, 1.0]
     # The field that is the constant itself chooses it as before: "NFL" is a span there.
@@ -762,7 +775,7 @@ def test_an_enum_value_copies_the_messages_in_any_case() -> None:
     source = "What is 23 degrees Celsius in Fahrenheit?"
 
     def nudge(key: str, enums: set[str], text: str = "") -> set[str]:
-        b = ValueBias(source, copy=2.0, close=0.0, piece=pieces.__getitem__, enums=enums)
+        b = rules_for(source, copy=2.0, close=0.0, piece=pieces.__getitem__, enums=enums)
         b.feed(f'{{"{key}":"{text}'.encode())
         out = b.apply(np.zeros(len(pieces), dtype=np.float32))
         return {pieces[i] for i in range(len(pieces)) if out[i] > 0}
@@ -771,7 +784,7 @@ def test_an_enum_value_copies_the_messages_in_any_case() -> None:
     assert nudge("from_unit", set()) == {"Cel"}  # not an enum: the user's own case only
     assert nudge("note", {"from_unit"}) == {"Cel"}
     # Under way, the value goes on with the span: leaving it costs what copying gains.
-    b = ValueBias(source, copy=2.0, close=0.0, piece=pieces.__getitem__, enums={"u"})
+    b = rules_for(source, copy=2.0, close=0.0, piece=pieces.__getitem__, enums={"u"})
     b.feed(b'{"u":"cel')
     out = b.apply(np.zeros(len(pieces), dtype=np.float32))
     assert out.tolist() == [-2.0, -2.0, -2.0, -2.0, -2.0]  # "celcel…", "celdollars…": no span
@@ -809,7 +822,7 @@ def test_a_value_the_user_put_in_quotes_gets_the_copy_bias_once_more() -> None:
     pieces = ["a", "Enter", "prise", " DB", '"', "please"]
 
     def out(text: str, quoted: tuple[str, ...] = ("Enterprise DB",)) -> list[float]:
-        b = ValueBias(source, copy=2.0, close=0.0, piece=pieces.__getitem__, quoted=quoted)
+        b = rules_for(source, copy=2.0, close=0.0, piece=pieces.__getitem__, quoted=quoted)
         b.feed(text.encode())
         return b.apply(np.zeros(len(pieces), dtype=np.float32)).tolist()
 
@@ -832,7 +845,7 @@ def test_quotes_reach_a_fields_own_name_but_not_the_tools_name() -> None:
     text = b'{"calls":[{"tool":"'
 
     def out(text: bytes) -> list[float]:
-        b = ValueBias(
+        b = rules_for(
             source,
             copy=2.0,
             close=0.0,

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import rules_for
 
 from aerix._handover import INPUT_PATH, TOOL_PATH
 from aerix.engines.llamacpp.rules import ValueBias, value_bias
-from aerix.engines.llamacpp.rules._units import field_unit
+from aerix.engines.llamacpp.rules.convert import field_unit
 from aerix.model import Handover
 
 SOURCE = "A loan at a 5% rate, compounded quarterly, for two years; 213 million people; $2,000,000."
@@ -20,7 +21,7 @@ NUMBER = b'{"calls":[{"tool":"t","input":{"n":'
 
 def offered(convert_values: bool, source: str = SOURCE) -> dict[str, float]:
     """The copy bias each of `PIECES` gets as the first token of a number value."""
-    b = ValueBias(source, copy=1.0, close=0.0, piece=PIECES.__getitem__, convert_values=convert_values)
+    b = rules_for(source, copy=1.0, close=0.0, piece=PIECES.__getitem__, convert_values=convert_values)
     b.feed(NUMBER)
     return dict(zip(PIECES, b.apply(np.zeros(len(PIECES), dtype=np.float32)).tolist(), strict=True))
 
@@ -45,10 +46,10 @@ def test_with_convert_values_the_conventional_readings_are_spans_too() -> None:
 def test_an_optional_field_is_supported_by_quarterly_only_with_convert_values(
     convert_values: bool, supported: bool
 ) -> None:
-    b = ValueBias(SOURCE, copy=1.0, close=0.0, piece=str, convert_values=convert_values)
+    b = rules_for(SOURCE, copy=1.0, close=0.0, piece=str, convert_values=convert_values)
     b.feed(b'{"calls":[{"tool":"t","input":{"rate":5')
-    assert b.supports(',"compounds_per_year":4}') is supported
-    assert b.supports(',"years":2}')  # "two" either way
+    assert b.optional.supports(',"compounds_per_year":4}') is supported
+    assert b.optional.supports(',"years":2}')  # "two" either way
 
 
 def percent(convert_values: bool, source: str = "a loan at a 5% rate") -> ValueBias:
@@ -68,21 +69,22 @@ def percent(convert_values: bool, source: str = "a loan at a 5% rate") -> ValueB
 
 def test_by_default_a_percentage_is_never_written_as_its_fraction() -> None:
     b = percent(convert_values=False)
-    assert not b.starts_number("5")
-    assert b.scaled("5,") is None  # the model's 5 stays 5
-    assert percent(convert_values=False, source="213 million people").scaled("213,") is None
+    assert not b.convert.starts_number("5")
+    assert b.convert.scaled("5,") is None  # the model's 5 stays 5
+    assert percent(convert_values=False, source="213 million people").convert.scaled("213,") is None
     assert (
-        percent(convert_values=False, source="8.5 million km2").scaled("85" + "0" * 46, ended=False) is None
+        percent(convert_values=False, source="8.5 million km2").convert.scaled("85" + "0" * 46, ended=False)
+        is None
     )
 
 
 def test_with_convert_values_a_percentage_is_written_as_its_fraction() -> None:
     b = percent(convert_values=True)
-    assert b.starts_number("5")
-    assert b.scaled("5,") == "0.05"
-    assert percent(convert_values=True, source="213 million people").scaled("213,") == "213000000"
+    assert b.convert.starts_number("5")
+    assert b.convert.scaled("5,") == "0.05"
+    assert percent(convert_values=True, source="213 million people").convert.scaled("213,") == "213000000"
     assert (
-        percent(convert_values=True, source="8.5 million km2").scaled("85" + "0" * 46, ended=False)
+        percent(convert_values=True, source="8.5 million km2").convert.scaled("85" + "0" * 46, ended=False)
         == "8500000"
     )
 
@@ -102,15 +104,15 @@ def test_a_unit_or_clock_conversion_only_with_convert_values(
     unit = field_unit("height", description)
     assert unit is not None
     units: dict[str, Any] = {"height": (unit, integer)}
-    b = ValueBias(source, copy=2.5, close=0.0, piece=str, units=units, convert_values=convert_values)
+    b = rules_for(source, copy=2.5, close=0.0, piece=str, units=units, convert_values=convert_values)
     b.feed(b'{"calls":[{"tool":"t","input":{"height":')
-    assert b.starts_number(text[0]) is convert_values
-    assert b.scaled(text) == (converted if convert_values else None)
+    assert b.convert.starts_number(text[0]) is convert_values
+    assert b.convert.scaled(text) == (converted if convert_values else None)
 
 
 @pytest.mark.parametrize("convert_values", [False, True])
 def test_a_date_is_reformatted_only_with_convert_values(convert_values: bool) -> None:
-    b = ValueBias(
+    b = rules_for(
         "the price on March 11, 2022.",
         copy=2.5,
         close=0.0,
@@ -119,5 +121,5 @@ def test_a_date_is_reformatted_only_with_convert_values(convert_values: bool) ->
         convert_values=convert_values,
     )
     b.feed(b'{"calls":[{"tool":"t","input":{"date":"')
-    assert b.starts_date() is convert_values
-    assert b.dated('March 11, 2022"}') == ("2022-03-11" if convert_values else None)
+    assert b.convert.starts_date() is convert_values
+    assert b.convert.dated('March 11, 2022"}') == ("2022-03-11" if convert_values else None)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from _steps import rules_for
 
 from aerix._handover import INPUT_PATH, TOOL_PATH
 from aerix.engines.llamacpp.rules import ValueBias, value_bias
-from aerix.engines.llamacpp.rules._dates import Found, date_format, day_first, find_dates
+from aerix.engines.llamacpp.rules.convert import Found, date_format, day_first, find_dates
 from aerix.model import Handover
 
 
@@ -146,8 +147,8 @@ def dated(description: str, source: str, value: str) -> str | None:
     whose value the model starts with `value` (then a closing quote), the user's message
     being `source`."""
     bias = date_bias(description, source, convert_values=True)
-    assert bias.starts_date()
-    return bias.dated(value + '"}')
+    assert bias.convert.starts_date()
+    return bias.convert.dated(value + '"}')
 
 
 DAY_FIRST = "The date in dd/mm/yyyy format."
@@ -205,7 +206,7 @@ def test_no_date_is_reinterpreted(fmt: str, user: str) -> None:
     [given] = find_dates(user)
     meant = given.read(day_first(fmt))
     for value in ["2025", user, *(d.strftime(fmt) for d in given.readings), "2021-01-01"]:
-        bias = ValueBias(
+        bias = rules_for(
             f"on {user} please",
             copy=1.0,
             close=0.0,
@@ -214,7 +215,7 @@ def test_no_date_is_reinterpreted(fmt: str, user: str) -> None:
             convert_values=True,
         )
         bias.feed(b'{"calls":[{"tool":"t","input":{"day":"')
-        written = bias.dated(value + '"') or value  # None: the model's value stays
+        written = bias.convert.dated(value + '"') or value  # None: the model's value stays
         if meant is None:
             assert written == user, (value, written)
         else:
@@ -227,5 +228,5 @@ def test_no_date_is_reinterpreted(fmt: str, user: str) -> None:
 def test_without_convert_values_no_date_is_rewritten(description: str, value: str) -> None:
     """By default the date rule writes nothing: the model's own value stays, whatever it is."""
     bias = date_bias(description, "Book it for 03/04/2025.", convert_values=False)
-    assert not bias.starts_date()
-    assert bias.dated(value + '"}') is None
+    assert not bias.convert.starts_date()
+    assert bias.convert.dated(value + '"}') is None

@@ -20,7 +20,7 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
 import aerix
 from aerix import Agent, Limits, tool
 from aerix.engines import LlamaCpp
-from aerix.engines.llamacpp.rules._dates import find_dates
+from aerix.engines.llamacpp.rules.convert import find_dates
 from aerix.events import CallEvent
 
 pytestmark = pytest.mark.slow

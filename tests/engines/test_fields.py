@@ -1,8 +1,8 @@
-"""What the value rules read from a JSON Schema (`aerix.engines.llamacpp.rules._fields`): pure."""
+"""What the value rules read from a JSON Schema (`aerix.engines.llamacpp.rules._schema`): pure."""
 
 from __future__ import annotations
 
-from aerix.engines.llamacpp.rules._fields import (
+from aerix.engines.llamacpp.rules._schema import (
     constants,
     fields,
     number_siblings,

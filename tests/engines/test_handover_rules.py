@@ -130,15 +130,15 @@ def test_the_wording_changed_changes_what_the_model_reads_and_nothing_the_rules_
 def test_the_rules_act_on_the_changed_wording(monkeypatch: pytest.MonkeyPatch) -> None:
     (first, o1), (retry, o2), (second, o3), _ = recorded(monkeypatch)
     # The first turn picks its tool for the request, and so does its retry.
-    assert bias(first, o1, TOOL).picks_tool and bias(retry, o2, TOOL).picks_tool
+    assert bias(first, o1, TOOL).tool.picks_tool and bias(retry, o2, TOOL).tool.picks_tool
     # A later turn leans away from the call made, and copies the tool's words, not the loop's.
     later = bias(second, o3, TOOL)
-    assert later.names_again and not later.picks_tool
+    assert later.tool.names_again and not later.tool.picks_tool
     out = bias(second, o3, INPUT).apply(np.zeros(len(PIECES), dtype=np.float32))
     assert out[TOVIK] == 2.0 and out[HERE] == 0.0 and out[OUTPUT] == 0.0
     # No value copies the contract's placeholders, whatever their words.
     final = bias(first, o1, '{"final":"')
-    assert final.copies_placeholder("<the answer in words>") and not final.copies_placeholder("<your answer>")
+    assert final.holders.copies("<the answer in words>") and not final.holders.copies("<your answer>")
 
 
 def test_without_a_hand_over_the_rules_read_only_the_users_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,8 +146,8 @@ def test_without_a_hand_over_the_rules_read_only_the_users_messages(monkeypatch:
     are: the rules that need the loop's reading (the pick, new calls, placeholders) do not act."""
     (first, o1), _, (second, o3), _ = recorded(monkeypatch)
     bare = [{k: v for k, v in o.items() if k != "handover"} for o in (o1, o3)]
-    assert not bias(first, bare[0], TOOL).picks_tool
-    assert not bias(second, bare[1], TOOL).names_again
+    assert not bias(first, bare[0], TOOL).tool.picks_tool
+    assert not bias(second, bare[1], TOOL).tool.names_again
     out = bias(second, bare[1], INPUT).apply(np.zeros(len(PIECES), dtype=np.float32))
     assert out[TOVIK] == 2.0 and out[HERE] == 2.0  # the loop's words are copied too: it did not say which
     assert handover_of(second, None) == Handover(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _steps import fake_step
+from _steps import fake_step, rules_for
 
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp._hooks import (
@@ -22,7 +22,6 @@ from aerix.engines.llamacpp._hooks import (
     default_hooks,
 )
 from aerix.engines.llamacpp._lookahead import Ahead
-from aerix.engines.llamacpp.rules import ValueBias
 
 PIECES = ['{"city":"', "San", "Bos", " Francisco", '"}', ',"note":"', "}", "5", "0.05"]
 SOURCE = "The weather in San Francisco, 5% off"
@@ -54,7 +53,7 @@ def step(
     temperature: float = 0.0,
     convert_values: bool = False,
 ) -> Step:
-    bias = ValueBias(SOURCE, copy=2.5, close=2.0, piece=PIECES.__getitem__, convert_values=convert_values)
+    bias = rules_for(SOURCE, copy=2.5, close=2.0, piece=PIECES.__getitem__, convert_values=convert_values)
     bias.feed(written.encode())
     return fake_step(bias, PIECES, lookahead or FakeLookahead({}), temperature)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _steps import rules_for
 
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp import _lookahead
-from aerix.engines.llamacpp.rules import ValueBias
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -43,7 +43,7 @@ def judge_unit(engine: LlamaCpp, source: str, monkeypatch: pytest.MonkeyPatch) -
     cache, vocab = engine._cache, engine._vocab
     cache.eval_prompt(engine._tokenize(b"<|im_start|>user\nWeather?<|im_end|>\n", True))
     constrained = engine._schemas.start(SCHEMA)
-    bias = ValueBias(source, copy=2.5, close=2.0, piece=vocab.piece_text)
+    bias = rules_for(source, copy=2.5, close=2.0, piece=vocab.piece_text)
     written = engine._tokenize(WRITTEN, False)
     constrained.consume(written)
     bias.feed(WRITTEN)
@@ -59,12 +59,12 @@ def judge_unit(engine: LlamaCpp, source: str, monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(cache, "eval", counted)
     n = cache.n_tokens
-    answer = look.judged(lambda: False, constrained, bias, comma, bias.supports)
+    answer = look.judged(lambda: False, constrained, bias, comma, bias.optional.supports)
     assert cache.n_tokens == n  # the cache is cut back either way
     judging = len(evals)
     ahead = look.ahead(lambda: False, constrained, bias, comma)
     assert ahead is not None and ahead.ended and ahead.text.startswith('","unit":"')
-    return answer, bias.supports(ahead.text), judging
+    return answer, bias.optional.supports(ahead.text), judging
 
 
 def test_a_value_every_allowed_token_settles_alike_needs_no_evaluation(

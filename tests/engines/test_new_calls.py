@@ -75,11 +75,11 @@ def test_a_written_call_reads_its_input_under_the_key_given() -> None:
 def test_the_call_in_progress_is_read_from_where_the_name_is() -> None:
     bias = value_bias(SCHEMA, AGENT, copy=0, close=0, piece=str, check_optional=False)
     bias.feed(b'{"calls":[{"tool":"capi')
-    assert bias.call_written('tal_of","input":{"country":"Quenland"}}') == call_key(*CAPITAL)
+    assert bias.tool.call_written('tal_of","input":{"country":"Quenland"}}') == call_key(*CAPITAL)
     before = value_bias(SCHEMA, AGENT, copy=0, close=0, piece=str, check_optional=False)
     before.feed(b'{"calls":[{"tool":')  # the name's quote not written yet
-    assert before.call_written('"capital_of","input":{"country":"Quenland"}}') == call_key(*CAPITAL)
-    assert before.call_written('capital_of","input":{}}') is None
+    assert before.tool.call_written('"capital_of","input":{"country":"Quenland"}}') == call_key(*CAPITAL)
+    assert before.tool.call_written('capital_of","input":{}}') is None
 
 
 # The fake vocabulary: a token's text by id.
@@ -221,6 +221,6 @@ async def test_a_real_look_ahead_reads_a_whole_call(tiny_gguf: Path) -> None:
     finally:
         engine.close()
     assert ahead is not None and ahead.ended
-    key = bias.call_written(ahead.text)
+    key = bias.tool.call_written(ahead.text)
     assert key is not None and json.loads(key)[0] == "capital_of"
     assert json.loads(key)[1]["country"] in ("Quenland", "Tovik") and "}}" in ahead.text

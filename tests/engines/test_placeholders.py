@@ -8,13 +8,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _steps import fake_step
+from _steps import fake_step, rules_for
 
 from aerix import AerixError
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp._hooks import NoPlaceholders, default_hooks
 from aerix.engines.llamacpp._lookahead import Ahead
-from aerix.engines.llamacpp.rules import ValueBias
 
 PIECES = ["<", "<your", "The", "Mar", "<5", '"', "est"]
 LT, LT_YOUR, THE, MAR, LT5 = 0, 1, 2, 3, 4
@@ -40,7 +39,7 @@ class TableLookahead:
 def _step(
     written: str, look: TableLookahead, logits: list[float], *, holders: tuple[str, ...] = CONTRACT_HOLDERS
 ) -> Any:
-    bias = ValueBias(
+    bias = rules_for(
         "The capital of Veloria is Marest.",
         copy=2.5,
         close=2.0,
@@ -72,13 +71,13 @@ def test_every_token_on_the_way_to_a_placeholder_is_left_out_in_turn() -> None:
 
 def test_words_in_angle_brackets_that_open_as_a_placeholder_does_are_one() -> None:
     bias = _step('{"final":"', TableLookahead({}), [0.0] * 7).bias
-    assert bias.copies_placeholder("<your answer>") and bias.copies_placeholder('<your answer>"}')
-    assert bias.copies_placeholder("<your final answer>")  # SmolLM2's own variant
-    assert bias.copies_placeholder("<tool name> is capital_of")
+    assert bias.holders.copies("<your answer>") and bias.holders.copies('<your answer>"}')
+    assert bias.holders.copies("<your final answer>")  # SmolLM2's own variant
+    assert bias.holders.copies("<tool name> is capital_of")
     for value in ("<yourself>", "<b>Marest</b>", "<5 ms", "your answer", "The <your answer>", "<your", ""):
-        assert not bias.copies_placeholder(value), value
-    assert bias.may_copy_placeholder("<") and bias.may_copy_placeholder("<your")
-    assert not bias.may_copy_placeholder("<b") and not bias.may_copy_placeholder("The")
+        assert not bias.holders.copies(value), value
+    assert bias.holders.may_copy("<") and bias.holders.may_copy("<your")
+    assert not bias.holders.may_copy("<b") and not bias.holders.may_copy("The")
 
 
 def test_a_value_that_only_starts_like_a_placeholder_stays() -> None:

@@ -18,7 +18,6 @@ from aerix.abort import AbortController
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load
 from aerix.engines.llamacpp import rules
-from aerix.engines.llamacpp.rules import _bias
 from aerix.model import ChatMessage
 
 pytestmark = pytest.mark.slow
@@ -302,8 +301,9 @@ async def test_a_quantity_is_written_in_the_unit_its_field_asks_for() -> None:
         engine.close()
 
 
-async def test_a_name_is_copied_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_name_is_copied_whole() -> None:
     engine = load("smollm2-instruct", n_ctx=2048)
+    cut = load("smollm2-instruct", n_ctx=2048, heuristics={"cut_short": False})
     fields = {"name": {"type": "string"}, "city": {"type": "string"}}
     schema = nested("museum", fields)
     request = "Find out the open hours for the Louvre Museum in Paris."
@@ -311,11 +311,11 @@ async def test_a_name_is_copied_whole(monkeypatch: pytest.MonkeyPatch) -> None:
         value = await answer(engine, request, schema, 64, "Answer with the JSON of the museum.")
         assert value["museum"] == {"name": "Louvre Museum", "city": "Paris"}
         # The trap: without the rule, the model ends the name early.
-        monkeypatch.setattr(_bias, "cut_short", lambda *_: False)
-        value = await answer(engine, request, schema, 64, "Answer with the JSON of the museum.")
+        value = await answer(cut, request, schema, 64, "Answer with the JSON of the museum.")
         assert value["museum"]["name"] == "Louvre"
     finally:
         engine.close()
+        cut.close()
 
 
 async def test_a_date_is_written_in_the_format_its_field_asks_for() -> None:

@@ -6,20 +6,18 @@ import re
 
 import pytest
 
+from aerix.engines.llamacpp.rules._schema import in_series
 from aerix.engines.llamacpp.rules._spans import (
     Spans,
-    cut_short,
-    in_series,
     is_function_word,
-    kept_scales,
     mention,
-    name_runs,
     near,
     number_text,
     said,
     spelled,
-    takes_percent,
 )
+from aerix.engines.llamacpp.rules.convert import kept_scales, takes_percent
+from aerix.engines.llamacpp.rules.heuristics.cut_short import cut_short, name_runs
 
 SOURCE = "What is the weather in San Francisco for 5 days? Budget $5000, units: km."
 

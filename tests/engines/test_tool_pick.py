@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _steps import AGENT, SITE, fake_step
+from _steps import AGENT, SITE, fake_step, rules_for
 
 from aerix import Tool, tool
 from aerix.engines.llamacpp._hooks import Step, ToolPick, default_hooks
-from aerix.engines.llamacpp.rules import ValueBias, value_bias
+from aerix.engines.llamacpp.rules import value_bias
 from aerix.engines.llamacpp.rules._site import CallSite
 from aerix.engines.llamacpp.rules._tools import tool_texts
 from aerix.model import Handover
@@ -126,7 +126,7 @@ def test_the_name_leans_to_the_tools_that_fit_by_the_gap_to_the_best() -> None:
     assert out["x"] == 0 and out["time"] == 0  # no tool's name goes that way: left to the mask
     # Part-way through a name, the next token leans the same way; the fits are scored once.
     later = step('{"calls":[{"tool":"get_')
-    later.bias.tool_fits = s.bias.tool_fits
+    later.bias.tool.fits = s.bias.tool.fits
     out = adjusted(hook, later)
     assert out["time"] == pytest.approx(4.0 * -0.7) and out["weather"] == 0 and out["book_taxi"] == 0
     assert scorer.asked == 1
@@ -154,7 +154,7 @@ def test_the_pick_acts_only_on_the_first_turns_tool_name(
     scorer = Scorer()
     s = step(written, request=request_, schema=schema)
     assert not ToolPick(4.0, scorer).active(s)
-    assert not s.bias.picks_tool
+    assert not s.bias.tool.picks_tool
     assert scorer.asked == 0
 
 
@@ -162,7 +162,7 @@ def test_a_scorer_that_cannot_score_leaves_the_logits_alone() -> None:
     scorer = Scorer(fail=True)
     s = step('{"calls":[{"tool":"')
     out = adjusted(ToolPick(4.0, scorer), s)
-    assert set(out.values()) == {0.0} and s.bias.tool_fits == {}
+    assert set(out.values()) == {0.0} and s.bias.tool.fits == {}
     adjusted(ToolPick(4.0, scorer), s)
     assert scorer.asked == 1  # not asked again within the generation
 
@@ -176,11 +176,11 @@ def test_the_pick_runs_first_and_only_with_a_weight_and_a_scorer() -> None:
 
 
 def test_a_value_bias_built_without_a_request_picks_nothing() -> None:
-    bias = ValueBias(
+    bias = rules_for(
         "x", copy=0, close=0, piece=PIECES.__getitem__, tools=tool_texts(SCHEMA, SITE), site=SITE
     )
     bias.feed(b'{"calls":[{"tool":"')
-    assert not bias.picks_tool
+    assert not bias.tool.picks_tool
 
 
 def test_the_engine_keeps_the_latest_requests_fits(tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from aerix.engines.llamacpp.rules._units import CLOCK, Quantity, field_unit, quantities
+from aerix.engines.llamacpp.rules.convert import CLOCK, Quantity, field_unit, quantities
 
 
 @pytest.mark.parametrize(

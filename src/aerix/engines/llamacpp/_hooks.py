@@ -185,15 +185,15 @@ class NoPlaceholders(DecodeHook):
         self.tries = tries
 
     def active(self, step: Step) -> bool:
-        return bool(step.bias.placeholders) and step.bias.starts_any_string
+        return bool(step.bias.holders.placeholders) and step.bias.starts_any_string
 
     def choose(self, step: Step, token: int) -> int:
         bias, logits = step.bias, None
         for _ in range(self.tries):
-            if not bias.may_copy_placeholder(step.piece(token)):
+            if not bias.holders.may_copy(step.piece(token)):
                 return token
             ahead = step.ahead(token, choice=True)
-            if ahead is None or not bias.copies_placeholder(ahead.text):
+            if ahead is None or not bias.holders.copies(ahead.text):
                 return token
             logits = step.logits.copy() if logits is None else logits
             logits[token] = -np.inf
@@ -209,16 +209,16 @@ class OptionalFieldCheck(DecodeHook):
     (`ValueBias.supports`)."""
 
     def active(self, step: Step) -> bool:
-        return step.bias.may_end_nested
+        return step.bias.optional.may_end_nested
 
     def choose(self, step: Step, token: int) -> int:
         bias, piece = step.bias, step.piece(token)
-        if not bias.adds_field(piece):
+        if not bias.optional.adds_field(piece):
             return token
-        closer = bias.closer(step.logits, piece)
+        closer = bias.optional.closer(step.logits, piece)
         if closer is None:
             return token
-        return closer if step.judged(token, bias.supports) is False else token
+        return closer if step.judged(token, bias.optional.supports) is False else token
 
 
 class DecodedAhead(DecodeHook):
@@ -234,15 +234,15 @@ class DecodedAhead(DecodeHook):
 
     def write(self, step: Step, token: int) -> list[int] | None:
         bias = step.bias
-        if bias.starts_number(step.piece(token)):
+        if bias.convert.starts_number(step.piece(token)):
             ahead = step.ahead(token)
-            tokens = step.allowed(None if ahead is None else bias.scaled(ahead.text, ahead.ended))
+            tokens = step.allowed(None if ahead is None else bias.convert.scaled(ahead.text, ahead.ended))
             if tokens:
-                bias.seal()  # the model may end it, not add digits to it
+                bias.convert.seal()  # the model may end it, not add digits to it
             return tokens or None
-        if bias.starts_date():
+        if bias.convert.starts_date():
             ahead = step.ahead(token, choice=True)
-            day = None if ahead is None else bias.dated(ahead.text)
+            day = None if ahead is None else bias.convert.dated(ahead.text)
             return step.allowed(None if day is None else json.dumps(day)[1:]) or None
         return None
 
@@ -253,14 +253,14 @@ class OptionalFieldOffer(DecodeHook):
     the messages give (`ValueBias.supports`)."""
 
     def active(self, step: Step) -> bool:
-        return step.bias.may_end_nested
+        return step.bias.optional.may_end_nested
 
     def write(self, step: Step, token: int) -> list[int] | None:
         bias = step.bias
-        tokens = step.allowed(bias.suggest(step.piece(token)))
+        tokens = step.allowed(bias.optional.suggest(step.piece(token)))
         if not tokens:
             return None
-        return tokens if step.judged(tokens, bias.supports) else None
+        return tokens if step.judged(tokens, bias.optional.supports) else None
 
 
 class ToolPick(DecodeHook):
@@ -282,24 +282,24 @@ class ToolPick(DecodeHook):
         self._score = score
 
     def active(self, step: Step) -> bool:
-        return step.bias.picks_tool
+        return step.bias.tool.picks_tool
 
     def adjust(self, step: Step, logits: Logits) -> Logits:
         bias = step.bias
-        fits = bias.tool_fits
+        fits = bias.tool.fits
         if fits is None:
-            assert bias.request is not None  # `picks_tool` says so
-            names = list(bias.tools)
+            assert bias.tool.request is not None  # `picks_tool` says so
+            names = list(bias.tool.tools)
             try:
-                scores = self._score(bias.request, [bias.tools[n] for n in names])
+                scores = self._score(bias.tool.request, [bias.tool.tools[n] for n in names])
             except ValueError:  # a chat template that refuses the scoring prompts: no pick
                 scores = []
-            fits = bias.tool_fits = dict(zip(names, scores, strict=False))
+            fits = bias.tool.fits = dict(zip(names, scores, strict=False))
         if not fits:
             return logits
         best = max(fits.values())
         for t in np.flatnonzero(np.isfinite(logits)):
-            named = bias.tools_named(step.piece(int(t)))
+            named = bias.tool.named(step.piece(int(t)))
             if named:
                 logits[t] += self.weight * np.float32(max(fits.get(n, best) for n in named) - best)
         return logits
@@ -323,23 +323,23 @@ class NewCalls(DecodeHook):
         self.weight = np.float32(weight)
 
     def active(self, step: Step) -> bool:
-        return step.bias.names_again
+        return step.bias.tool.names_again
 
     def adjust(self, step: Step, logits: Logits) -> Logits:
         bias = step.bias
         read: set[str] = set()
-        for _ in bias.tools:
+        for _ in bias.tool.tools:
             top = int(np.argmax(logits))
-            named = bias.tools_named(step.piece(top))
+            named = bias.tool.named(step.piece(top))
             if len(named) != 1 or named[0] in read:
                 return logits  # a name shared by several tools is read at the next step
             read.add(named[0])
             ahead = step.closing(top)
-            call = None if ahead is None or not ahead.ended else bias.call_written(ahead.text)
-            if call not in bias.made:
+            call = None if ahead is None or not ahead.ended else bias.tool.call_written(ahead.text)
+            if call not in bias.tool.made:
                 return logits
             for t in np.flatnonzero(np.isfinite(logits)):
-                if bias.tools_named(step.piece(int(t))) == named:
+                if bias.tool.named(step.piece(int(t))) == named:
                     logits[t] -= self.weight
         return logits
 

@@ -16,6 +16,7 @@ from typing import Any
 from ...errors import AerixError
 from . import _llama
 from ._open import default_threads, most_threads
+from .rules import check_heuristics
 
 __all__ = ["Options", "check_options"]
 
@@ -50,6 +51,8 @@ class Options:
     pick_bias: float
     new_call_bias: float
     no_placeholders: bool
+    heuristics: frozenset[str]
+    """The names of the heuristics that act (`check_heuristics`)."""
     fit_threshold: float | None
     amx: bool
     verbose: bool
@@ -75,6 +78,7 @@ def check_options(
     pick_bias: float,
     new_call_bias: float,
     no_placeholders: bool,
+    heuristics: object,
     fit_threshold: float | None,
     amx: bool,
     verbose: bool,
@@ -122,6 +126,7 @@ def check_options(
         pick_bias=float(pick_bias),
         new_call_bias=float(new_call_bias),
         no_placeholders=no_placeholders,
+        heuristics=check_heuristics(heuristics),
         fit_threshold=None if fit_threshold is None else float(fit_threshold),
         amx=amx,
         verbose=verbose,

@@ -3,25 +3,45 @@
 They read the schema and what the loop hands over of the conversation
 (`aerix.model.Handover`: the texts values copy, the request, the calls made,
 where a call's tool name and input sit), never the messages' wording, and
-belong to this engine alone: `ValueBias` holds the state they share while a
-value is decoded; `value_bias` builds it for one generation.
+belong to this engine alone. `value_bias` builds one generation's `Context`
+and its `ValueBias`, which runs the rules (`ValueRule`) and holds the reading
+they share while a value is decoded.
+
+- General rules: the JSON cursor (`_json_cursor`), the schema walk
+  (`_schema`), the span matcher (`_spans`), the copy and close biases
+  (`_copy`, `_close`), the optional-field check (`_optional`), the tool name's
+  rules (`_tools`), the placeholders (`_placeholders`); the string choices,
+  the tool pick and new calls are decode hooks (`.._hooks`).
+- `heuristics`: the rules chosen on benchmark entries, each switchable by name.
+- `convert`: the opt-in conversions (`convert_values=True`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ....model import ChatMessage, Handover
 from ._bias import ValueBias
-from ._dates import date_format
-from ._fields import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
+from ._rule import At, Choice, Context, ValueRule
+from ._schema import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
 from ._site import CallSite
-from ._spans import kept_scales, quoted_values
 from ._tools import call_key, tool_texts
-from ._units import field_unit
+from .convert import date_format, field_unit, kept_scales
+from .heuristics import HEURISTICS, check_heuristics
+from .heuristics.quotes import quoted_values
 
-__all__ = ["ValueBias", "handover_of", "quoted_values", "value_bias"]
+__all__ = [
+    "HEURISTICS",
+    "At",
+    "Choice",
+    "Context",
+    "ValueBias",
+    "ValueRule",
+    "check_heuristics",
+    "handover_of",
+    "value_bias",
+]
 
 
 def handover_of(messages: Sequence[ChatMessage], given: Handover | None) -> Handover:
@@ -45,43 +65,45 @@ def value_bias(
     pick: bool = False,
     new_calls: bool = False,
     placeholders: bool = False,
+    heuristics: Collection[str] = frozenset(HEURISTICS),
 ) -> ValueBias:
-    """The value biases of one constrained generation under `schema`, copying from the
-    hand-over's texts; `convert_values` turns on the rules that write a value in another
+    """The value rules of one constrained generation under `schema`, copying from the
+    hand-over's texts: `convert_values` turns on the rules that write a value in another
     form, `pick` the pick of a call's tool (in the first turn for the request), `new_calls`
     the lean away from writing a call made again, `placeholders` the rule that no value
-    copies a placeholder of the system message (`ValueBias`)."""
+    copies a placeholder of the system message; `heuristics` names the heuristics that act
+    (`HEURISTICS`; all by default)."""
     kept: dict[str, set[int]] = {}
     for key, description in fields(schema, NUMBER_TYPES):
         kept.setdefault(key, set()).update(kept_scales(key, description))
-    dates = {key: fmt for key, d in fields(schema, ("string",)) if (fmt := date_format(d))}
     names, name_keys = constants(schema)
-    units = {
-        key: (unit, kind == "integer")
-        for kind in NUMBER_TYPES
-        for key, d in fields(schema, (kind,))
-        if (unit := field_unit(key, d))
-    }
     site = CallSite.of(handover)
-    return ValueBias(
-        "\n".join(handover.texts),
+    context = Context(
+        source="\n".join(handover.texts),
         copy=copy,
         close=close,
         piece=piece,
+        site=site,
         kept_scales=kept,
         siblings=number_siblings(schema),
-        date_formats=dates,
-        units=units,
-        series=string_series(schema),
+        date_formats={key: fmt for key, d in fields(schema, ("string",)) if (fmt := date_format(d))},
+        objects=object_keys(schema) if check_optional else (),
+        units={
+            key: (unit, kind == "integer")
+            for kind in NUMBER_TYPES
+            for key, d in fields(schema, (kind,))
+            if (unit := field_unit(key, d))
+        },
+        series=frozenset(string_series(schema)),
         constants=names,
-        constant_keys=name_keys,
-        enums=enum_keys(schema),
+        constant_keys=frozenset(name_keys),
+        enums=frozenset(enum_keys(schema)),
         tools=tool_texts(schema, site),
         request=handover.request if pick and handover.first_turn else None,
-        made=frozenset(call_key(c.tool, c.input) for c in handover.calls) if new_calls else (),
-        quoted=quoted_values("\n".join(handover.said)) if copy else (),
+        made=frozenset(call_key(c.tool, c.input) for c in handover.calls) if new_calls else frozenset(),
+        quoted=tuple(quoted_values("\n".join(handover.said))) if copy and "quotes" in heuristics else (),
         placeholders=handover.placeholders if placeholders else (),
-        site=site,
-        objects=object_keys(schema) if check_optional else (),
         convert_values=convert_values,
+        heuristics=frozenset(heuristics),
     )
+    return ValueBias(context)

@@ -7,15 +7,20 @@ end it or close an object.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-__all__ = ["NUMBER_CHARS", "NUMBER_START", "JsonCursor"]
+__all__ = ["NUMBER_CHARS", "NUMBER_START", "NUMBER_VALUE", "STRING_VALUE", "JsonCursor"]
 
 NUMBER_CHARS = "0123456789.eE+-"
 """The characters of a JSON number."""
 _NUMBER = frozenset(NUMBER_CHARS)
 NUMBER_START = "-0123456789"
 """The characters a JSON number starts with."""
+STRING_VALUE = re.compile(r'"((?:[^"\\]|\\.)*)"')
+"""A JSON string, quotes and all; its text unescaped is group 1's."""
+NUMBER_VALUE = re.compile(r"-?[0-9][0-9.eE+-]*(?=[,}\]])")
+"""A JSON number that ends (a `,`, `}` or `]` follows it)."""
 
 
 class JsonCursor:

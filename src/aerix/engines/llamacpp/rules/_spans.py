@@ -1,8 +1,7 @@
-"""The user's messages as the value rules read them: spans at word boundaries
-(`Spans`), numbers as the messages give them (in words, with thousands
-separators, with a scale: `number_text`, `scales`), the fields they name
-(`mention`, `named`, `near`), what they say (`said`) and what they put in
-quotes (`quoted_values`, `quoted`).
+"""The span matcher: the user's messages as the value rules read them. Spans at word
+boundaries (`Spans`), numbers as the messages give them (in words, without thousands
+separators: `number_text`), the fields they name (`mention`, `named`, `near`), what
+they say (`said`), and values made only of a field's own name (`own_name`).
 """
 
 from __future__ import annotations
@@ -11,28 +10,17 @@ import copy
 import functools
 import re
 from collections.abc import Collection, Iterator
-from decimal import Decimal
 
 __all__ = [
     "Spans",
-    "cut_short",
-    "in_series",
     "is_function_word",
-    "kept_scales",
     "mention",
-    "name_runs",
     "named",
     "near",
     "number_text",
     "own_name",
-    "quoted",
-    "quoted_values",
     "said",
-    "same_digits",
-    "scaled_number",
-    "scales",
     "spelled",
-    "takes_percent",
 ]
 
 _DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
@@ -113,74 +101,6 @@ _PLAIN_SPELLED = re.compile(
     r"\b(?:" + "|".join(w for w in _NUMBER_WORDS if w not in _TIMES_A_YEAR) + r")\b", re.IGNORECASE
 )
 """`_SPELLED` but for the times a year: the number words that mean a number as written."""
-_SCALED = re.compile(
-    r"(?<![\w.])-?\d+(?:\.\d+)?(?=\s?(%|percent\b|per cent\b|thousand\b|million\b|billion\b|trillion\b))",
-    re.IGNORECASE,
-)
-"""A number the messages give with a scale: "5%", "2.5 percent", "213 million"."""
-_EXPONENTS = {
-    "%": -2,
-    "percent": -2,
-    "per cent": -2,
-    "thousand": 3,
-    "million": 6,
-    "billion": 9,
-    "trillion": 12,
-}
-"""The power of ten each scale means."""
-_PERCENT_FIELD = re.compile(r"percent|\bpct\b|per cent")
-_FRACTION_FIELD = re.compile(r"decimal|fraction")
-_SCALE_FIELD = re.compile(r"thousand|million|billion|trillion")
-
-
-_QUOTED = re.compile(
-    r"""(?<!\w)'(\S(?:[^'\n]{0,98}\S)?)'(?!\w)"""
-    r"""|(?<!\w)"(\S(?:[^"\n]{0,98}\S)?)"(?!\w)"""
-    r"|[‘`](\S(?:[^’`\n]{0,98}\S)?)[’`]"
-    r"|“(\S(?:[^”\n]{0,98}\S)?)”"
-    r"|«\s?(\S(?:[^»\n]{0,98}\S)?)\s?»"
-    r"|„(\S(?:[^“”\n]{0,98}\S)?)[“”]"
-    r"|「(\S(?:[^」\n]{0,98}\S)?)」"
-)
-"""A quoted value: up to 100 characters in quotes, no line break, no blank at either end.
-A straight quote opens only where no letter or digit is before it, and closes only where
-none follows ("company's" and "users'" hold no quote)."""
-
-
-def quoted_values(text: str) -> list[str]:
-    """What a text puts in quotes, in order: `'EnterpriseDB'`, `"main"`, `“Blue Note”`."""
-    return [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(text)]
-
-
-def quoted(source: str, values: Collection[str]) -> dict[int, int]:
-    """Where each of `values` stands in quotes in `source`: its start, with its end."""
-    found: dict[int, int] = {}
-    for m in _QUOTED.finditer(source):
-        start = next(i for i in range(1, len(m.groups()) + 1) if m.group(i) is not None)
-        if m.group(start) in values:
-            found[m.start(start)] = m.end(start)
-    return found
-
-
-def takes_percent(key: str, description: str = "") -> bool:
-    """Whether a number field takes a percentage as written (5 for "5%"), by its name or
-    description ("discount_pct", "as a percentage"), rather than the fraction it means."""
-    text = f"{key.replace('_', ' ')} {description}".lower()
-    return bool(_PERCENT_FIELD.search(text)) and not _FRACTION_FIELD.search(description.lower())
-
-
-def kept_scales(key: str, description: str = "") -> frozenset[int]:
-    """The scales, as powers of ten, in which a number field takes numbers as written:
-    -2 if it takes percentages (`takes_percent`), 6 if its name or description says
-    millions ("revenue in millions"), and so on for thousands, billions and trillions."""
-    text = f"{key.replace('_', ' ')} {description}".lower()
-    kept = {_EXPONENTS[m.group()] for m in _SCALE_FIELD.finditer(text)}
-    return frozenset(kept | ({-2} if takes_percent(key, description) else set()))
-
-
-def scaled_number(number: str, exponent: int) -> str:
-    """The number a scaled one means, as JSON: "5" at -2 → "0.05", "8.5" at 6 → "8500000"."""
-    return format(Decimal(number).scaleb(exponent).normalize(), "f")
 
 
 def _stem(word: str) -> str:
@@ -272,16 +192,6 @@ def near(source: str, key: str, others: Collection[str]) -> tuple[frozenset[int]
     return mine, theirs
 
 
-def same_digits(written: str, given: str) -> bool:
-    """Whether a written number is a given one at another power of ten: the same digits
-    but for zeros at either end ("850000000" and "8.5"); an integer written, a number given."""
-
-    def digits(n: str) -> str:
-        return n.lstrip("-").replace(".", "").strip("0")
-
-    return written.lstrip("-").isdigit() and bool(digits(given)) and digits(written) == digits(given)
-
-
 def number_text(source: str, times_a_year: bool = True) -> str:
     """`source` with its numbers as the number rules read them: without thousands
     separators ("$2,000,000": 2000000) and in digits where written as words ("two": 2);
@@ -300,25 +210,12 @@ def spelled(source: str, times_a_year: bool = True) -> frozenset[int]:
     return frozenset(found)
 
 
-def scales(numbers: str) -> dict[int, tuple[str, int]]:
-    """Where `numbers` (a `number_text`) gives a number with a scale ("5%", "213 million"):
-    the number as written, and the scale's power of ten."""
-    return {m.start(): (m.group(), _EXPONENTS[m.group(1).lower()]) for m in _SCALED.finditer(numbers)}
-
-
 def named(key: str, source: str) -> int:
     """`mention`, by the words of `key` that say which value it holds, not what kind
     (`fullName`: "full"; not "name")."""
     return _mentioned(_key_words(key), source)
 
 
-_NAME_WORD = r"[A-Z][\w+#&.-]*"
-_CONNECTOR = re.compile(r"(?:of|the|de|la|del|du|von|van)\s")
-_NAME_RUN = re.compile(rf"(?<!\w){_NAME_WORD}(?:(?<!\.)\s(?:{_CONNECTOR.pattern}){{0,2}}{_NAME_WORD})+")
-_SENTENCE_START = re.compile(r"(?:^|[.?!\n]\s*)$")
-_BLANK = re.compile(r"\s")
-"""What separates the words of a name (a space, or a line break or tab: `_NAME_RUN` takes any)."""
-_NEXT_WORD = re.compile(r" ([^\W\d_]+)")
 _FUNCTION_WORDS = frozenset(
     [
         "a",
@@ -372,27 +269,6 @@ _FUNCTION_WORDS = frozenset(
     ]
 )
 """Words that end a phrase rather than go on with it ("the king size bed in Paris")."""
-_SENTENCE_END = re.compile(r"\.(?=\s+[A-Z]|\s*$)")
-
-
-def name_runs(source: str) -> list[tuple[int, int]]:
-    """Where `source` has a name of two or more capitalised words ("Treaty of Tordesillas",
-    "Los Angeles Lakers"): its start and end; a sentence's first word is no part of one."""
-    found = []
-    for m in _NAME_RUN.finditer(source):
-        start, text = m.start(), m.group()
-        if _SENTENCE_START.search(source[:start]):
-            cut = _BLANK.search(text).end()  # type: ignore[union-attr]  # a run has two words
-            while (connector := _CONNECTOR.match(text, cut)) is not None:
-                cut = connector.end()
-            start, text = start + cut, text[cut:]
-            if _BLANK.search(text) is None:
-                continue
-        end = start + len(text)
-        if _SENTENCE_END.match(source, end - 1):
-            end -= 1  # "in Los Angeles." ends the sentence, not the name
-        found.append((start, end))
-    return found
 
 
 def is_function_word(text: str) -> bool:
@@ -400,41 +276,6 @@ def is_function_word(text: str) -> bool:
     return text.strip().lower() in _FUNCTION_WORDS
 
 
-def cut_short(source: str, names: Collection[tuple[int, int]], start: int, end: int) -> bool:
-    """Whether the span `source[start:end]` stops short of the name or phrase it is in: inside
-    a name of capitalised words (`names`, as `name_runs` finds them: "Louvre" of "Louvre
-    Museum in Paris", "Treaty" of "Treaty of Tordesillas"), or right before another word
-    that is no function word ("king" of "king size bed"; not "Paris" of "Paris in May")."""
-    if any(a <= start and end < b for a, b in names):
-        return True
-    if any(b == end for _, b in names):
-        return False  # a whole name: "New York time zone" is no longer name
-    word = _NEXT_WORD.match(source, end)
-    return word is not None and word.group(1).lower() not in _FUNCTION_WORDS
-
-
-_ORDER_WORDS = frozenset(
-    {"first", "second", "third", "initial", "final", "start", "end", "begin", "from", "to", "min", "max"}
-    | {"lower", "upper", "low", "high", "x", "y", "z"}
-)
-"""Words of a field's name that give its place in a series (`initial_temperature`, `x`)."""
-
-
-def in_series(key: str, others: Collection[str]) -> bool:
-    """Whether field `key` is one of a series among `others`: the same name but for a number
-    or a word of order (`mass1`, `mass2`; `initial_temperature`, `final_temperature`;
-    `x`, `y`), so that the fields take the values in the order the messages give them."""
-
-    def rest(k: str) -> tuple[frozenset[str], bool]:
-        words = [w.lower() for w in re.findall(r"[A-Za-z]+|\d+", k)]
-        kept = frozenset(w for w in words if not w.isdigit() and w not in _ORDER_WORDS)
-        return kept, len(kept) < len(words)
-
-    mine, marked = rest(key)
-    return marked and any(o != key and rest(o) == (mine, True) for o in others)
-
-
-@functools.lru_cache(maxsize=4096)
 def own_name(value: str, *keys: str) -> bool:
     """Whether a string value is made only of words of its field's name
     (`"method_used": "method"`), or of one of the other names given."""

@@ -15,32 +15,17 @@ away from a call that already ran (`aerix.model.Handover.calls`, each as
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ....model import JsonPath
+from ._schema import at_path
 from ._site import CallSite
 
-__all__ = ["call_key", "tool_texts", "written_call"]
+if TYPE_CHECKING:
+    from ._bias import ValueBias
 
-
-def _at(schema: object, path: JsonPath) -> Iterator[dict[str, Any]]:
-    """The schemas a JSON Schema gives the values at `path`: an object's property by key, an
-    array's `items` for `None`, through each alternative of an `anyOf`, `oneOf` or `allOf`."""
-    if not isinstance(schema, dict):
-        return
-    for key in ("anyOf", "oneOf", "allOf"):
-        for alternative in schema.get(key) or ():
-            yield from _at(alternative, path)
-    if not path:
-        yield schema
-        return
-    properties = schema.get("properties")
-    if path[0] is None:
-        yield from _at(schema.get("items"), path[1:])
-    elif isinstance(properties, dict):
-        yield from _at(properties.get(path[0]), path[1:])
+__all__ = ["ToolNames", "call_key", "tool_texts", "written_call"]
 
 
 def tool_texts(schema: object, site: CallSite) -> dict[str, str]:
@@ -53,7 +38,7 @@ def tool_texts(schema: object, site: CallSite) -> dict[str, str]:
     found: dict[str, str] = {}
     if site.call is None:
         return found
-    for node in _at(schema, site.call):
+    for node in at_path(schema, site.call):
         properties = node.get("properties")
         if not isinstance(properties, dict):
             continue
@@ -74,7 +59,7 @@ def call_key(tool: str, given: object) -> str:
 def written_call(text: str, input_key: str) -> str | None:
     """The `call_key` of a call written as compact JSON from its tool name's first
     character on, with its input under `input_key`
-    (`capital_of","input":{"country":"Quenland"}}`); `None` for text that is not such a call."""
+    (`capital_of","input":{"country":"Norway"}}`); `None` for text that is not such a call."""
     name, quote, rest = text.partition('"')
     field = json.dumps(input_key) + ":"
     at = rest.find(field)
@@ -85,3 +70,66 @@ def written_call(text: str, input_key: str) -> str | None:
     except ValueError:
         return None
     return call_key(name, given)
+
+
+class ToolNames:
+    """The rules of a call's tool name in one generation (the tool pick, new calls), bound to
+    its reading of the JSON written so far (`ValueBias`)."""
+
+    def __init__(self, bias: ValueBias) -> None:
+        context = bias.context
+        self._bias = bias
+        self.tools = dict(context.tools)
+        """The tools a call may name, by name: `"name(fields)"`."""
+        self.request = context.request
+        """The request whose first turn this is, or `None`."""
+        self.made = frozenset(context.made)
+        """The calls the turns for the request wrote already (`call_key`s)."""
+        self.fits: dict[str, float] | None = None
+        """How well each tool fits `request` (the `ToolPick` hook's, once it has scored them)."""
+
+    def fork(self, bias: ValueBias) -> ToolNames:
+        """These rules bound to `bias`, a fork of the reading."""
+        other = copy.copy(self)
+        other._bias = bias
+        return other
+
+    @property
+    def names_tool(self) -> bool:
+        """Whether the next token writes a call's tool name, with two or more tools to name."""
+        c = self._bias.cursor
+        at_name = self._bias.context.site.at_tool(c) and (c.in_string_value or c.at_literal)
+        return at_name and len(self.tools) > 1
+
+    @property
+    def picks_tool(self) -> bool:
+        """Whether the next token writes a call's tool name in the first turn for a request,
+        with two or more tools to name."""
+        return self.request is not None and self.names_tool
+
+    @property
+    def names_again(self) -> bool:
+        """Whether the next token writes a call's tool name in a later turn for a request (one
+        after calls), with two or more tools to name."""
+        return bool(self.made) and self.names_tool
+
+    def named(self, piece: str) -> list[str]:
+        """The tools whose name a token keeps the call's tool name on the way to, or ends it
+        as; `[]` where no tool name is written."""
+        if not self.names_tool:
+            return []
+        found = self._bias.cursor.candidate(piece)
+        if found is None or found[2]:
+            return []
+        value, ended, _ = found
+        return [n for n in self.tools if (n == value if ended else n.startswith(value))]
+
+    def call_written(self, text: str) -> str | None:
+        """The call (`call_key`) that the tool name in progress and `text` after it write,
+        where `text` runs to the end of the call's object; `None` if it is not a whole call."""
+        c, key = self._bias.cursor, self._bias.context.site.input_key
+        if key is None:
+            return None
+        if c.in_string_value:
+            return written_call((c.value or "") + text, key)
+        return written_call(text[1:], key) if text.startswith('"') else None

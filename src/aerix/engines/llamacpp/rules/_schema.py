@@ -1,18 +1,22 @@
-"""What the value rules read from a JSON Schema: its objects' fields by type, with
-their descriptions; the number fields beside each field; each object's keys."""
+"""The schema walk: what the value rules read from a JSON Schema. Its objects' fields by
+type, with their descriptions; the number fields beside each field; the fields of a
+series; each object's keys; the schemas at a path (where a call's tool name sits)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
-from ._spans import in_series
+from ....model import JsonPath
 
 __all__ = [
     "NUMBER_TYPES",
+    "at_path",
     "constants",
     "enum_keys",
     "fields",
+    "in_series",
     "number_siblings",
     "object_keys",
     "string_series",
@@ -68,7 +72,7 @@ def number_siblings(schema: object) -> dict[str, set[str]]:
 
 def string_series(schema: object) -> set[str]:
     """The string properties of a JSON Schema, at any depth, that are one of a series with
-    another string property of their object (`in_series`: `species1`, `species2`;
+    another string property of their object (`in_series`: `city1`, `city2`;
     `from_timezone`, `to_timezone`)."""
     found: set[str] = set()
     for node in _objects(schema):
@@ -105,3 +109,42 @@ def object_keys(schema: object) -> list[tuple[list[str], set[str]]]:
         required = node.get("required")
         found.append((list(node["properties"]), set(required) if isinstance(required, list) else set()))
     return found
+
+
+def at_path(schema: object, path: JsonPath) -> Iterator[dict[str, Any]]:
+    """The schemas a JSON Schema gives the values at `path`: an object's property by key, an
+    array's `items` for `None`, through each alternative of an `anyOf`, `oneOf` or `allOf`."""
+    if not isinstance(schema, dict):
+        return
+    for key in ("anyOf", "oneOf", "allOf"):
+        for alternative in schema.get(key) or ():
+            yield from at_path(alternative, path)
+    if not path:
+        yield schema
+        return
+    properties = schema.get("properties")
+    if path[0] is None:
+        yield from at_path(schema.get("items"), path[1:])
+    elif isinstance(properties, dict):
+        yield from at_path(properties.get(path[0]), path[1:])
+
+
+_ORDER_WORDS = frozenset(
+    {"first", "second", "third", "initial", "final", "start", "end", "begin", "from", "to", "min", "max"}
+    | {"lower", "upper", "low", "high", "x", "y", "z"}
+)
+"""Words of a field's name that give its place in a series (`initial_temperature`, `x`)."""
+
+
+def in_series(key: str, others: Collection[str]) -> bool:
+    """Whether field `key` is one of a series among `others`: the same name but for a number
+    or a word of order (`mass1`, `mass2`; `initial_temperature`, `final_temperature`;
+    `x`, `y`), so that the fields take the values in the order the messages give them."""
+
+    def rest(k: str) -> tuple[frozenset[str], bool]:
+        words = [w.lower() for w in re.findall(r"[A-Za-z]+|\d+", k)]
+        kept = frozenset(w for w in words if not w.isdigit() and w not in _ORDER_WORDS)
+        return kept, len(kept) < len(words)
+
+    mine, marked = rest(key)
+    return marked and any(o != key and rest(o) == (mine, True) for o in others)
