@@ -19,8 +19,9 @@ import pytest
 pytest.importorskip("llama_cpp", reason="the LlamaCpp tests need aerix[llama]")
 
 import llama_cpp
+from _signals import AbortAfter
 
-from aerix.abort import AbortController, AbortSignal
+from aerix.abort import AbortController
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
 from aerix.engines.llamacpp import FIT_THRESHOLD
@@ -794,19 +795,6 @@ async def test_stop_string_output_is_reused_up_to_the_kept_text(engine: LlamaCpp
 
 
 # -- abort, cancel, concurrency ---------------------------------------------------------
-
-
-class AbortAfter(AbortSignal):
-    """A signal that reads as aborted after `n` checks: aborts at a known point."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.left = n
-
-    @property
-    def aborted(self) -> bool:
-        self.left -= 1
-        return self.left < 0
 
 
 async def test_abort_mid_decode_stops_between_tokens(engine: LlamaCpp) -> None:

@@ -75,6 +75,18 @@ class KvCache:
         """The logits after the last evaluated token (valid until the next eval)."""
         return _llama.last_logits(self._llama, self._n_vocab)
 
+    def save(self) -> Any:
+        """A copy of what the cache holds now, for `restore` (`len()` of it: its size in bytes)."""
+        return _llama.save_sequence(self._llama)
+
+    def restore(self, history: TokenHistory, state: Any) -> None:
+        """Hold again what the cache held when `save` copied `state`, with `history` as its
+        history; an empty cache if llama.cpp refuses the state."""
+        n = _llama.restore_sequence(self._llama, state, history.tokens)
+        self.history = history
+        if n < len(history.tokens):
+            history.clear()
+
     def truncate(self, n: int) -> None:
         """Cut the cache (and the history) to its first `n` tokens."""
         if n < self.n_tokens:

@@ -11,15 +11,17 @@ them). What goes below that lives here, pinned to the versions in `TESTED`
   llama.cpp's AMX matrix path, where it crashes (ggml-org/llama.cpp#20824);
 - `Llama`'s record of the evaluated tokens (`input_ids`, `n_tokens`): resized when
   llama.cpp rounds the context up, read back, and moved back after the KV cache
-  was cut (`keep`);
-- the logits and the KV cache of `Llama.ctx`, and a second context on the same
-  weights (`ScoringContext`);
+  was cut (`keep`), or after a conversation's KV state was put back (`restore_sequence`);
+- the logits, the KV cache and the threads of `Llama.ctx`: a conversation's KV state
+  copied out and back (`save_sequence`, `restore_sequence`), the threads set per call
+  (`set_threads`); and a second context on the same weights (`ScoringContext`);
 - letting `Llama()` load a GGUF whose chat template its own formatter cannot
   compile (aerix renders templates itself, and reports that one).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import inspect
 import os
@@ -53,6 +55,10 @@ __all__ = [
     "n_evaluated",
     "open_llama",
     "probe_decode",
+    "restore_sequence",
+    "save_sequence",
+    "set_threads",
+    "threads",
     "uses_extra_buffers",
 ]
 
@@ -195,6 +201,43 @@ def keep(llama: Any, n: int) -> int:
         n = 0
     llama.n_tokens = min(n, int(llama.n_tokens))
     return n
+
+
+def save_sequence(llama: Any) -> Any:
+    """A copy of what `llama`'s KV cache holds (llama.cpp's state of its one sequence), for
+    `restore_sequence`: a `ctypes` byte array, as long as the tokens it holds need."""
+    ctx = llama.ctx
+    size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+    state = (ctypes.c_uint8 * size)()
+    if size and not llama_cpp.llama_state_seq_get_data(ctx, state, size, 0):
+        raise RuntimeError("llama.cpp could not copy the KV cache of a conversation")
+    return state
+
+
+def restore_sequence(llama: Any, state: Any, tokens: list[int]) -> int:
+    """Put back into `llama`'s KV cache a state that `save_sequence` copied while it held
+    `tokens`, in place of what it holds; how many tokens it holds then: `len(tokens)`, or 0
+    when llama.cpp refused the state (the cache is empty then)."""
+    mem = llama_cpp.llama_get_memory(llama.ctx)
+    llama_cpp.llama_memory_clear(mem, True)
+    llama.n_tokens = 0
+    if not tokens or not llama_cpp.llama_state_seq_set_data(llama.ctx, state, len(state), 0):
+        llama_cpp.llama_memory_clear(mem, True)
+        return 0
+    llama.input_ids[: len(tokens)] = tokens
+    llama.n_tokens = len(tokens)
+    return len(tokens)
+
+
+def set_threads(llama: Any, n_threads: int, n_threads_batch: int) -> None:
+    """The threads `llama`'s context uses from its next evaluation on: `n_threads` for one
+    token, `n_threads_batch` for several (a prompt's prefill)."""
+    llama_cpp.llama_set_n_threads(llama.ctx, n_threads, n_threads_batch)
+
+
+def threads(llama: Any) -> tuple[int, int]:
+    """The threads `llama`'s context uses now: for one token, and for several."""
+    return int(llama_cpp.llama_n_threads(llama.ctx)), int(llama_cpp.llama_n_threads_batch(llama.ctx))
 
 
 class ScoringContext:

@@ -32,8 +32,8 @@ def usable_cpus() -> int:
 
 
 def default_threads() -> int:
-    """The engine's default threads, for decoding and prefill alike: half the CPUs this
-    process may run on (at least 1).
+    """The engine's default threads for decoding, and for prefill where the idle CPUs cannot
+    be read (`PrefillThreads`): half the CPUs this process may run on (at least 1).
 
     llama.cpp's threads spin while they wait for each other; with as many threads as
     CPUs, one busy CPU stalls them all. Half the CPUs leaves room for other work
@@ -110,17 +110,18 @@ def open_model(options: Options) -> Any:
     check_gguf(path)
     risky = _llama.amx_risk()
     if options.amx and risky:
-        guard_amx(path, options.n_threads)
+        guard_amx(path, options.decode_threads)
     try:
         return _llama.open_llama(
             path,
             extra_buffers=options.amx or not risky,
             n_ctx=options.n_ctx,
-            n_threads=options.n_threads,
+            n_threads=options.decode_threads,
             n_batch=options.n_batch,
             n_ubatch=options.n_batch,
             verbose=options.verbose,
-            **options.llama_kwargs,
+            # Until the first prefill chooses its own (`PrefillThreads`), when the user did not.
+            **{"n_threads_batch": options.prefill_threads or options.decode_threads, **options.llama_kwargs},
         )
     except (ValueError, MemoryError) as exc:
         if isinstance(exc, MemoryError) or "llama_context" in str(exc):  # the model loaded, not its context

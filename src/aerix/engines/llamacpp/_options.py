@@ -16,7 +16,7 @@ from typing import Any
 from ...errors import AerixError
 from . import _llama
 from ._open import default_threads, most_threads
-from .rules import check_heuristics
+from ._slots import SLOT_TOKENS, most_slots
 
 __all__ = ["Options", "check_options"]
 
@@ -37,8 +37,10 @@ class Options:
 
     model_path: Path
     n_ctx: int
-    n_threads: int
-    """The threads for decoding: the engine's default (`default_threads`) for `None`."""
+    kv_slots: int
+    n_threads: int | None
+    """The threads for decoding, and for prefill unless `n_threads_batch` is given, as given;
+    `None`: the engine's (`decode_threads`, `prefill_threads`)."""
     n_batch: int
     prefill_chunk: int
     chat_template: str | None
@@ -51,20 +53,30 @@ class Options:
     pick_bias: float
     new_call_bias: float
     no_placeholders: bool
-    heuristics: frozenset[str]
-    """The names of the heuristics that act (`check_heuristics`)."""
     fit_threshold: float | None
     amx: bool
     verbose: bool
     llama_kwargs: dict[str, Any]
-    """The rest, for `llama_cpp.Llama`, with `n_threads_batch` set (to `n_threads` unless given
-    as a number): llama-cpp-python's own default takes every CPU for prefill."""
+    """The rest, for `llama_cpp.Llama` (`n_threads_batch` only when given as a number)."""
+
+    @property
+    def decode_threads(self) -> int:
+        """The threads for decoding: `n_threads`, else the engine's default (`default_threads`)."""
+        return default_threads() if self.n_threads is None else self.n_threads
+
+    @property
+    def prefill_threads(self) -> int | None:
+        """The threads for prefill: `n_threads_batch`, else `n_threads`; `None` when neither is
+        given: chosen for each prefill from the CPUs idle then (`PrefillThreads`)."""
+        batch: int | None = self.llama_kwargs.get("n_threads_batch")
+        return self.n_threads if batch is None else batch
 
 
 def check_options(
     model_path: str | os.PathLike[str],
     *,
     n_ctx: int,
+    kv_slots: int,
     n_threads: int | None,
     n_batch: int,
     prefill_chunk: int,
@@ -78,7 +90,6 @@ def check_options(
     pick_bias: float,
     new_call_bias: float,
     no_placeholders: bool,
-    heuristics: object,
     fit_threshold: float | None,
     amx: bool,
     verbose: bool,
@@ -92,6 +103,7 @@ def check_options(
     """
     path = _check_path(model_path)
     _check_size("n_ctx", n_ctx, 0)
+    check_kv_slots(kv_slots, n_ctx)
     _check_size("n_batch", n_batch, 1)
     _check_size("prefill_chunk", prefill_chunk, 1)
     _check_bias("copy_bias", copy_bias)
@@ -109,11 +121,13 @@ def check_options(
     _check_threads("n_threads_batch", batch_threads)
     _check_flag("amx", amx)
     _check_template(chat_template)
-    threads = default_threads() if n_threads is None else n_threads
+    if batch_threads is None:
+        llama_kwargs = {k: v for k, v in llama_kwargs.items() if k != "n_threads_batch"}
     return Options(
         model_path=path,
         n_ctx=n_ctx,
-        n_threads=threads,
+        kv_slots=kv_slots,
+        n_threads=n_threads,
         n_batch=n_batch,
         prefill_chunk=prefill_chunk,
         chat_template=chat_template,
@@ -126,11 +140,10 @@ def check_options(
         pick_bias=float(pick_bias),
         new_call_bias=float(new_call_bias),
         no_placeholders=no_placeholders,
-        heuristics=check_heuristics(heuristics),
         fit_threshold=None if fit_threshold is None else float(fit_threshold),
         amx=amx,
         verbose=verbose,
-        llama_kwargs={**llama_kwargs, "n_threads_batch": threads if batch_threads is None else batch_threads},
+        llama_kwargs=llama_kwargs,
     )
 
 
@@ -154,6 +167,30 @@ def _check_size(name: str, size: object, least: int) -> None:
         more = " (0: the model's training length)" if name == "n_ctx" else ""
         raise AerixError(
             "options", f"{name} must be a whole number from {least} to {(1 << 31) - 1}{more}, got {size!r}"
+        )
+
+
+def check_kv_slots(kv_slots: object, n_ctx: int, loaded: int | None = None) -> None:
+    """`kv_slots`: a whole number from 1 to what a context of `n_ctx` tokens keeps (`most_slots`).
+    `n_ctx` 0, the model's training length, is checked against the context once it is made
+    (`loaded`: its length).
+
+    Raises:
+        AerixError: `kind="options"`, naming kv_slots, the range and the fix.
+    """
+    size = loaded or n_ctx
+    most = most_slots(size) if size else 1 << 31
+    if isinstance(kv_slots, bool) or not isinstance(kv_slots, int) or not 1 <= kv_slots <= most:
+        context = f"n_ctx={n_ctx}" if n_ctx or not loaded else f"n_ctx=0, the model's {loaded}"
+        limit = (
+            f"from 1 to {most} (one conversation for each {SLOT_TOKENS} tokens of the context, {context})"
+            if size
+            else "1 or more"
+        )
+        raise AerixError(
+            "options",
+            f"kv_slots must be a whole number {limit}, got {kv_slots!r}; "
+            "1 keeps one conversation" + (", or raise n_ctx to keep more" if size else ""),
         )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -27,10 +27,12 @@ from ._constraint import Constrained, SchemaCompiler
 from ._decode import Counts, Decoder, Job
 from ._fit import FitScorer
 from ._hooks import default_hooks
+from ._idle import PrefillThreads
 from ._lookahead import Lookahead
 from ._open import open_model
-from ._options import Options, check_options
+from ._options import Options, check_kv_slots, check_options
 from ._request import Request, parse_request
+from ._slots import Slots
 from ._stats import GenerationStats, Progress
 from ._template import ChatTemplate
 from ._thread import Lane
@@ -72,10 +74,17 @@ class LlamaCpp:
     Args:
         model_path: The GGUF file.
         n_ctx: Context length in tokens; 0 uses the model's training length.
+        kv_slots: How many conversations' KV caches the engine keeps, from 1 to one for
+            each 64 tokens of `n_ctx`. Each may grow to the whole `n_ctx`; together they
+            hold at most `n_ctx` tokens, and the least recently used give way. A prompt
+            continues the conversation it shares the most tokens with, so agents that take
+            turns on one engine each prefill only what is new to their own conversation.
+            1: one conversation, which every prompt reuses what it can of.
         n_threads: CPU threads for decoding and, unless `n_threads_batch` is given,
-            for prefill. `None`: half the CPUs this process may use (`default_threads`),
-            for both: llama-cpp-python's own default takes every CPU for prefill, which
-            stalls on a machine busy with other work.
+            for prefill. `None`: half the CPUs this process may use (`default_threads`)
+            for decoding, and for each prefill one thread for each CPU idle at that moment
+            (`PrefillThreads`): a quiet machine prefills on every CPU, a busy one leaves
+            the busy CPUs alone (llama.cpp's threads stall on a CPU another process keeps busy).
         n_batch: The most tokens evaluated in one `llama_decode` call.
         prefill_chunk: Tokens prefilled between two checks of the abort signal.
         chat_template: A Jinja chat template to use instead of the model's own.
@@ -84,11 +93,11 @@ class LlamaCpp:
         copy_bias: Under a constraint, add this to the logit of each likely token that
             keeps a JSON string or number value a span of the user's messages (values
             are usually copied from the request), and take it off the others once a
-            value is under way as a span. The heuristics weigh it further (see
-            `heuristics`): a number named for a field ("a width of 4") goes to that field,
-            fields of a series (`x1`, `x2`) take the values in order, a string the model
-            would end short of its name goes on ("Golden Gate Bridge"). 0 turns all this
-            off (and `convert_values`).
+            value is under way as a span. A number the messages name a field by ("a
+            weight of 70 kg") gets it twice in that field and not at all in the
+            object's other number fields. Fields of a series (`mass1`, `mass2`) take
+            the values in order, and a string the model would end short of its name
+            goes on ("Louvre Museum"). 0 turns all this off (and `convert_values`).
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
@@ -122,15 +131,10 @@ class LlamaCpp:
             `Limits.repeats`, decides whether it runs). 0 turns it off.
         no_placeholders: Under a constraint, where the first token of a string value (in a
             tool's input or the final) leads, decoded ahead, to a placeholder of the system
-            message (a value of a JSON example there, in angle brackets, as an `Agent` hands
-            them over: `Handover.placeholders`), draw another token from the rest: a small
-            model copies the placeholder whole as its answer. Only a value that begins with
-            the placeholder is left out. False turns it off.
-        heuristics: Under a constraint, which of the copy bias's heuristics act (value
-            rules chosen on benchmark entries: `rules.heuristics`), as a dict of their
-            names to `True` or `False`; a name left out stays on. The names: `quotes`,
-            `own_name`, `bare_numbers`, `into_dates`, `cut_short`, `series_order`,
-            `nearby_fields`, `booleans`. `None` (the default): all of them.
+            prompt (a value of a JSON example there, in angle brackets: the contract's
+            `{"final":"<your answer>"}`), draw another token from the rest: a small model
+            copies the placeholder whole as its answer. Only a value that begins with the
+            placeholder is left out. False turns it off.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -158,6 +162,7 @@ class LlamaCpp:
         model_path: str | os.PathLike[str],
         *,
         n_ctx: int = 4096,
+        kv_slots: int = 4,
         n_threads: int | None = None,
         n_batch: int = 512,
         prefill_chunk: int = 64,
@@ -171,7 +176,6 @@ class LlamaCpp:
         pick_bias: float = PICK_BIAS,
         new_call_bias: float = NEW_CALL_BIAS,
         no_placeholders: bool = True,
-        heuristics: Mapping[str, bool] | None = None,
         fit_threshold: float | None = FIT_THRESHOLD,
         amx: bool = False,
         verbose: bool = False,
@@ -180,6 +184,7 @@ class LlamaCpp:
         options = check_options(
             model_path,
             n_ctx=n_ctx,
+            kv_slots=kv_slots,
             n_threads=n_threads,
             n_batch=n_batch,
             prefill_chunk=prefill_chunk,
@@ -193,7 +198,6 @@ class LlamaCpp:
             pick_bias=pick_bias,
             new_call_bias=new_call_bias,
             no_placeholders=no_placeholders,
-            heuristics=heuristics,
             fit_threshold=fit_threshold,
             amx=amx,
             verbose=verbose,
@@ -219,6 +223,9 @@ class LlamaCpp:
         self._n_vocab = self._vocab.size
         self._cache = KvCache(self._llama, self._n_vocab)
         self._n_ctx = self._cache.n_ctx
+        check_kv_slots(options.kv_slots, options.n_ctx, self._n_ctx)
+        self._slots = Slots(self._cache, options.kv_slots)
+        self._threads = PrefillThreads(self._llama, options.decode_threads, options.prefill_threads)
         self._template = self._load_template(options.chat_template)
         # Built now, not at the first constrained generation: llguidance holds the GIL
         # while it reads the vocabulary (seconds for a large one), which would stall
@@ -232,7 +239,6 @@ class LlamaCpp:
         self._pick_bias = options.pick_bias
         self._new_call_bias = options.new_call_bias
         self._no_placeholders = options.no_placeholders
-        self._heuristics = options.heuristics
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self._fit_threshold = options.fit_threshold
         self._fit: FitScorer | None = None
@@ -291,12 +297,12 @@ class LlamaCpp:
         return self._template.render(messages)
 
     def reset(self) -> None:
-        """Forget the KV cache: the next prompt is prefilled in full.
+        """Forget the KV cache of every conversation: the next prompt is prefilled in full.
 
         Waits for the work already started or queued on the thread the engines share
         (this engine's generations, and those of other engines of the process).
         """
-        self._worker.submit(self._cache.truncate, 0).result()
+        self._worker.submit(self._slots.clear).result()
 
     def close(self) -> None:
         """Stop any generation, free the model. Later calls do nothing.
@@ -461,8 +467,10 @@ class LlamaCpp:
         self._check_fits(prompt)
         constrained = None if req.schema is None else self._schemas.start(req.schema)
         cache = self._cache
-        plan = cache.history.plan(prompt, self._tokenize, text_reuse=self._text_reuse)
-        self._check_room(len(plan.tokens), req.max_tokens)
+        choice = self._slots.choose(prompt, self._tokenize, text_reuse=self._text_reuse)
+        self._check_room(len(choice.plan.tokens), req.max_tokens)
+        plan = self._slots.take(choice)
+        self._threads.choose()
         counts = Counts()
         phase = ["prefill"]
         self._live = (t0, len(plan.tokens), plan.reuse, counts, phase)
@@ -499,6 +507,7 @@ class LlamaCpp:
                 )
         finally:
             cache.sync()
+            self._slots.settle()
         t2 = time.perf_counter()
         if counts.generated == 0 and t1 == t0:
             t1 = t2
@@ -582,7 +591,6 @@ class LlamaCpp:
             pick=bool(self._pick_bias),
             new_calls=bool(self._new_call_bias),
             placeholders=self._no_placeholders,
-            heuristics=self._heuristics,
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:
