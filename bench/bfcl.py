@@ -2,7 +2,8 @@
 multiple, parallel and irrelevance categories, through the real `aerix.Agent`.
 
 Run: `python bench/bfcl.py [--category simple_python] [--part report] [--limit 60]
-[--config constrained-required] [--threads 2] [--ablation [NAME ...]]`.
+[--config constrained-required] [--threads 2] [--heuristics-off NAME ...]
+[--ablation [NAME ...]]`.
 
 Each BFCL function becomes an aerix tool that records its calls (names mapped
 to `^[a-z][a-z0-9_]{0,63}$`, `float` → `number`); entries whose parameters are
@@ -30,7 +31,8 @@ every entry's outcome.
 engine, then each rule off in turn (`copy_bias=0`, `close_bias=0`,
 `pick_bias=0`, `string_choices=1`, `check_optional=False`; "every rule off" also has
 `new_call_bias=0`, which acts only in a turn after calls, never in BFCL's, and
-`no_placeholders=False`), the opt-in `convert_values=True`,
+`no_placeholders=False`), the copy bias's heuristics off (all of them,
+then each by name: `heuristics={name: False}`), the opt-in `convert_values=True`,
 and every rule off, each on a model loaded for it alone; it prints, per
 configuration, the accuracy, its change against the default in points and
 the entries won and lost against the default (by id), and writes that to the
@@ -56,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bfcl.data import CATEGORIES, HELD_OUT, LIVE_SPLIT, PARTS, Entry, in_part, load, part_of
 from _bfcl.run import Config, Outcome, Progress, Summary, run_entry, summarise, table
 from _report import machine, write_section
+from aerix.engines.llamacpp.rules.heuristics import HEURISTICS
 
 CONFIGS = {
     "constrained-required": Config(constrain=True, tool_choice="required"),
@@ -99,6 +102,15 @@ ABLATIONS = {
     "no-check-optional": Ablation(
         label="optional fields not decoded ahead", options={"check_optional": False}
     ),
+    "no-heuristics": Ablation(
+        label="heuristics off", options={"heuristics": dict.fromkeys(HEURISTICS, False)}
+    ),
+    **{
+        f"no-{name.replace('_', '-')}": Ablation(
+            label=f"heuristic {name} off", options={"heuristics": {name: False}}
+        )
+        for name in HEURISTICS
+    },
     "convert-values": Ablation(label="conversions on (opt-in)", options={"convert_values": True}),
     "rules-off": Ablation(label="every rule off", options=dict(RULES_OFF)),
 }
@@ -147,6 +159,13 @@ async def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-check-optional", action="store_true", help="LlamaCpp(check_optional=False)")
     ap.add_argument(
+        "--heuristics-off",
+        nargs="+",
+        choices=list(HEURISTICS),
+        default=None,
+        help="LlamaCpp(heuristics={NAME: False}) for each NAME: the heuristics of the copy bias to turn off",
+    )
+    ap.add_argument(
         "--convert-values",
         action="store_true",
         help="LlamaCpp(convert_values=True): the opt-in rules that write percentages, units, dates",
@@ -183,6 +202,8 @@ async def main(argv: list[str] | None = None) -> int:
         extra["check_optional"] = False
     if args.convert_values:
         extra["convert_values"] = True
+    if args.heuristics_off:
+        extra["heuristics"] = dict.fromkeys(args.heuristics_off, False)
     if args.ablation is not None and extra:
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         ap.error(f"--ablation sets the engine's rules itself; drop {flags}")
