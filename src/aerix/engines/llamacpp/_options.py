@@ -17,6 +17,7 @@ from ...errors import AerixError
 from . import _llama
 from ._open import default_threads, most_threads
 from ._slots import SLOT_TOKENS, most_slots
+from .rules import check_heuristics
 
 __all__ = ["Options", "check_options"]
 
@@ -53,6 +54,8 @@ class Options:
     pick_bias: float
     new_call_bias: float
     no_placeholders: bool
+    heuristics: frozenset[str]
+    """The names of the heuristics that act (`check_heuristics`)."""
     fit_threshold: float | None
     amx: bool
     verbose: bool
@@ -90,6 +93,7 @@ def check_options(
     pick_bias: float,
     new_call_bias: float,
     no_placeholders: bool,
+    heuristics: object,
     fit_threshold: float | None,
     amx: bool,
     verbose: bool,
@@ -140,6 +144,7 @@ def check_options(
         pick_bias=float(pick_bias),
         new_call_bias=float(new_call_bias),
         no_placeholders=no_placeholders,
+        heuristics=check_heuristics(heuristics),
         fit_threshold=None if fit_threshold is None else float(fit_threshold),
         amx=amx,
         verbose=verbose,

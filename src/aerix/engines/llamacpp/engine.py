@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -93,11 +93,11 @@ class LlamaCpp:
         copy_bias: Under a constraint, add this to the logit of each likely token that
             keeps a JSON string or number value a span of the user's messages (values
             are usually copied from the request), and take it off the others once a
-            value is under way as a span. A number the messages name a field by ("a
-            weight of 70 kg") gets it twice in that field and not at all in the
-            object's other number fields. Fields of a series (`mass1`, `mass2`) take
-            the values in order, and a string the model would end short of its name
-            goes on ("Louvre Museum"). 0 turns all this off (and `convert_values`).
+            value is under way as a span. The heuristics weigh it further (see
+            `heuristics`): a number named for a field ("a width of 4") goes to that field,
+            fields of a series (`x1`, `x2`) take the values in order, a string the model
+            would end short of its name goes on ("Golden Gate Bridge"). 0 turns all this
+            off (and `convert_values`).
         close_bias: Under a constraint, add this to the logit of the tokens that close
             a JSON object right after a value when its remaining fields are optional
             (optional fields are then written only when the model is sure); 0 turns it off.
@@ -131,10 +131,15 @@ class LlamaCpp:
             `Limits.repeats`, decides whether it runs). 0 turns it off.
         no_placeholders: Under a constraint, where the first token of a string value (in a
             tool's input or the final) leads, decoded ahead, to a placeholder of the system
-            prompt (a value of a JSON example there, in angle brackets: the contract's
-            `{"final":"<your answer>"}`), draw another token from the rest: a small model
-            copies the placeholder whole as its answer. Only a value that begins with the
-            placeholder is left out. False turns it off.
+            message (a value of a JSON example there, in angle brackets, as an `Agent` hands
+            them over: `Handover.placeholders`), draw another token from the rest: a small
+            model copies the placeholder whole as its answer. Only a value that begins with
+            the placeholder is left out. False turns it off.
+        heuristics: Under a constraint, which of the copy bias's heuristics act (value
+            rules chosen on benchmark entries: `rules.heuristics`), as a dict of their
+            names to `True` or `False`; a name left out stays on. The names: `quotes`,
+            `own_name`, `bare_numbers`, `into_dates`, `cut_short`, `series_order`,
+            `nearby_fields`, `booleans`. `None` (the default): all of them.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
             turn, and calls a tool if one fits, else answers. `None`: no opinion
@@ -176,6 +181,7 @@ class LlamaCpp:
         pick_bias: float = PICK_BIAS,
         new_call_bias: float = NEW_CALL_BIAS,
         no_placeholders: bool = True,
+        heuristics: Mapping[str, bool] | None = None,
         fit_threshold: float | None = FIT_THRESHOLD,
         amx: bool = False,
         verbose: bool = False,
@@ -198,6 +204,7 @@ class LlamaCpp:
             pick_bias=pick_bias,
             new_call_bias=new_call_bias,
             no_placeholders=no_placeholders,
+            heuristics=heuristics,
             fit_threshold=fit_threshold,
             amx=amx,
             verbose=verbose,
@@ -239,6 +246,7 @@ class LlamaCpp:
         self._pick_bias = options.pick_bias
         self._new_call_bias = options.new_call_bias
         self._no_placeholders = options.no_placeholders
+        self._heuristics = options.heuristics
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self._fit_threshold = options.fit_threshold
         self._fit: FitScorer | None = None
@@ -591,6 +599,7 @@ class LlamaCpp:
             pick=bool(self._pick_bias),
             new_calls=bool(self._new_call_bias),
             placeholders=self._no_placeholders,
+            heuristics=self._heuristics,
         )
 
     def _tokenize(self, text: bytes, add_bos: bool) -> list[int]:
