@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from ._cache import KvCache
 from ._constraint import Constrained
 from ._sampling import allowed_bits, mask_logits
 from ._vocab import Vocab
-from .rules import ValueBias
+
+if TYPE_CHECKING:
+    from .rules import ValueBias
 
 __all__ = ["LOOKAHEAD", "Ahead", "Lookahead", "log_norm"]
 

@@ -23,11 +23,17 @@ from typing import Any
 
 from ....model import ChatMessage, Handover
 from ._bias import ValueBias
+from ._new_calls import NewCalls
+from ._optional import OptionalFieldCheck, OptionalFieldOffer
+from ._placeholders import NoPlaceholders
 from ._rule import At, Choice, Context, ValueRule
 from ._schema import NUMBER_TYPES, constants, enum_keys, fields, number_siblings, object_keys, string_series
 from ._site import CallSite
+from ._string_choices import StringChoices
+from ._tool_pick import ToolPick
 from ._tools import call_key, tool_texts
 from .convert import date_format, field_unit, kept_scales
+from .convert._ahead import DecodedAhead
 from .heuristics import HEURISTICS, check_heuristics
 from .heuristics.quotes import quoted_values
 
@@ -36,6 +42,13 @@ __all__ = [
     "At",
     "Choice",
     "Context",
+    "DecodedAhead",
+    "NewCalls",
+    "NoPlaceholders",
+    "OptionalFieldCheck",
+    "OptionalFieldOffer",
+    "StringChoices",
+    "ToolPick",
     "ValueBias",
     "ValueRule",
     "check_heuristics",

@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .._sampling import top_tokens
+from .._step import DecodeHook, Step
 from ._json_cursor import NUMBER_START, NUMBER_VALUE, STRING_VALUE
 from ._rule import CANDIDATES, Logits
 from ._schema import in_series
@@ -24,7 +25,7 @@ from ._spans import named, own_name, said
 if TYPE_CHECKING:
     from ._bias import ValueBias
 
-__all__ = ["OptionalFields"]
+__all__ = ["OptionalFieldCheck", "OptionalFieldOffer", "OptionalFields"]
 
 _FIELD = re.compile(r',"((?:[^"\\]|\\.)*)":')
 """The start of another field in compact JSON: `,"key":`."""
@@ -141,3 +142,37 @@ class OptionalFields:
                     value = c.split(piece)
                     return ("" if value is None else value[0]) + "," + json.dumps(key) + ":"
         return None
+
+
+class OptionalFieldCheck(DecodeHook):
+    """Before the model adds an optional field to a tool's input, decode that field ahead
+    and close the object instead unless the user's messages give its value
+    (`OptionalFields.supports`)."""
+
+    def active(self, step: Step) -> bool:
+        return step.bias.optional.may_end_nested
+
+    def choose(self, step: Step, token: int) -> int:
+        bias, piece = step.bias, step.piece(token)
+        if not bias.optional.adds_field(piece):
+            return token
+        closer = bias.optional.closer(step.logits, piece)
+        if closer is None:
+            return token
+        return closer if step.judged(token, bias.optional.supports) is False else token
+
+
+class OptionalFieldOffer(DecodeHook):
+    """Where the model closes a tool's input, offer an optional field the user's messages
+    name that it left out (`OptionalFields.suggest`), kept if its value, decoded ahead, is one
+    the messages give (`OptionalFields.supports`)."""
+
+    def active(self, step: Step) -> bool:
+        return step.bias.optional.may_end_nested
+
+    def write(self, step: Step, token: int) -> list[int] | None:
+        bias = step.bias
+        tokens = step.allowed(bias.optional.suggest(step.piece(token)))
+        if not tokens:
+            return None
+        return tokens if step.judged(tokens, bias.optional.supports) else None

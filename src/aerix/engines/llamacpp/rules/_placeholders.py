@@ -9,10 +9,15 @@ import copy
 import re
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .._sampling import sample
+from .._step import DecodeHook, Step
+
 if TYPE_CHECKING:
     from ._bias import ValueBias
 
-__all__ = ["Placeholders"]
+__all__ = ["NoPlaceholders", "Placeholders"]
 
 _PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\n]{0,78}>")
 """Words in angle brackets: a letter and a few words (`<city name>`, `<city name here>`)."""
@@ -56,3 +61,39 @@ class Placeholders:
         does (`<city name here>` for `<city name>`)."""
         found = _PLACEHOLDER.match(text)
         return found is not None and _head(found.group()) in self._heads
+
+
+class NoPlaceholders(DecodeHook):
+    """The first token of a string value (in a tool's input or the final): where the value
+    it starts, decoded ahead, copies a placeholder of the system message (a value of a JSON
+    example there, as the loop hands them over: `Handover.placeholders`,
+    `Placeholders.copies`), that token is left out and another drawn from the rest
+    of the same logits, up to `tries` times. A small model often copies such a placeholder
+    whole as its answer; it then writes what it would have written next. Only tokens on
+    the way to a placeholder (`<`, `<city`) are read ahead,
+    so a value that merely starts with `<` ("<5 ms") costs a short look-ahead and stays.
+
+    Args:
+        tries: The most tokens left out at one step.
+    """
+
+    def __init__(self, tries: int = 4) -> None:
+        self.tries = tries
+
+    def active(self, step: Step) -> bool:
+        return bool(step.bias.holders.placeholders) and step.bias.starts_any_string
+
+    def choose(self, step: Step, token: int) -> int:
+        bias, logits = step.bias, None
+        for _ in range(self.tries):
+            if not bias.holders.may_copy(step.piece(token)):
+                return token
+            ahead = step.ahead(token, choice=True)
+            if ahead is None or not bias.holders.copies(ahead.text):
+                return token
+            logits = step.logits.copy() if logits is None else logits
+            logits[token] = -np.inf
+            if not np.isfinite(logits).any():
+                return token
+            token = sample(logits, step.sampling, step.rng)
+        return token

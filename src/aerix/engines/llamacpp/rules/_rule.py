@@ -160,7 +160,7 @@ class At:
             self._choices = {t: self.bias.choice(piece) for t, piece in self.pieces.items()}
         return self._choices
 
-    def copies(self) -> list[Choice]:
+    def values(self) -> list[Choice]:
         """The choices that write a value (not an empty string)."""
         return [c for c in self.choices.values() if c is not None and not c.empty]
 

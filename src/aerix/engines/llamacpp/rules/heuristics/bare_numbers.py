@@ -27,6 +27,6 @@ class BareNumbers:
         return at.copying and c.in_string_value and bool(at.context.siblings.get(c.key))
 
     def bias(self, at: At, logits: Logits) -> None:
-        for choice in at.copies():
+        for choice in at.values():
             if not choice.number and choice.value.isdigit():
                 choice.left = True

@@ -77,7 +77,7 @@ class CutShort:
         short = self._short(at, value)
         if not short:
             return
-        for choice in at.copies():
+        for choice in at.values():
             if choice.copies and not choice.number and choice.value != value:
                 choice.more += any(start in short for start in choice.starts)
 

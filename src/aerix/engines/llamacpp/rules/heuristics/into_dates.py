@@ -27,7 +27,7 @@ class IntoDates:
         return at.copying and bool(self._dates) and at.cursor.key not in at.context.date_formats
 
     def bias(self, at: At, logits: Logits) -> None:
-        for choice in at.copies():
+        for choice in at.values():
             if choice.number or not choice.copies:
                 continue
             end = len(choice.value)

@@ -26,7 +26,7 @@ class NearbyFields:
         return at.copying and bool(at.context.siblings.get(at.cursor.key))
 
     def bias(self, at: At, logits: Logits) -> None:
-        for choice in at.copies():
+        for choice in at.values():
             if choice.number and choice.copies:
                 choice.more += self._named(at, choice)
 

@@ -32,6 +32,6 @@ class OwnName:
     def bias(self, at: At, logits: Logits) -> None:
         key = at.cursor.key
         names = () if key in at.context.constant_keys else self._constants
-        for choice in at.copies():
+        for choice in at.values():
             if not choice.number and not choice.quoted and own_name(choice.value, key, *names):
                 choice.left = True

@@ -66,7 +66,7 @@ class Quotes:
         )
 
     def bias(self, at: At, logits: Logits) -> None:
-        for choice in at.copies():
+        for choice in at.values():
             value, whole = choice.value, choice.whole
             ends = [self._quoted.get(start, -1) - start for start in choice.starts]
             if any(len(value) == end if whole else 0 < len(value) <= end for end in ends):

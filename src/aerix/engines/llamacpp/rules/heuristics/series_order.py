@@ -48,7 +48,7 @@ class SeriesOrder:
         key = cursor.key
         earliest = self._earliest(at) if key in context.series and not cursor.value else None
         numbers = in_series(key, context.siblings.get(key, ()))
-        for choice in at.copies():
+        for choice in at.values():
             if not choice.copies:
                 continue
             if choice.number:
