@@ -9,9 +9,11 @@ they share while a value is decoded.
 
 - General rules: the JSON cursor (`_json_cursor`), the schema walk
   (`_schema`), the span matcher (`_spans`), the copy and close biases
-  (`_copy`, `_close`), the optional-field check (`_optional`), the tool name's
-  rules (`_tools`), the placeholders (`_placeholders`); the string choices,
-  the tool pick and new calls are decode hooks (`.._hooks`).
+  (`_copy`, `_close`), the string choices (`_string_choices`), the tool pick
+  (`_tool_pick`, over the tool name's reading in `_tools`), new calls
+  (`_new_calls`), the optional-field check (`_optional`), the placeholders
+  (`_placeholders`). A rule that acts by choosing or writing tokens is a
+  decode hook (`DecodeHook`), listed in order by `.._hooks`.
 - `heuristics`: the rules chosen on benchmark entries, each switchable by name.
 - `convert`: the opt-in conversions (`convert_values=True`).
 """
