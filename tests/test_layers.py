@@ -19,6 +19,7 @@ FLOOR = {"aerix.model", "aerix.abort", "aerix.errors"}
 LOOP = {
     "aerix.agent",
     "aerix._lifecycle",
+    "aerix._approvals",
     "aerix._handover",
     "aerix._checks",
     "aerix._guard",
