@@ -8,7 +8,10 @@ machine. So before each prefill the engine reads how busy the CPUs it may use
 have been (the kernel's counters in /proc/stat, over a short window) and takes
 one thread for each CPU that was idle (this process's own work counts as idle:
 it is the engine's, or waits for it). Where the counters cannot be read (not
-Linux), a prefill takes the engine's fixed default.
+Linux), a prefill takes the engine's fixed default. The load average
+(`os.getloadavg`) is cheaper to read, but it averages over a minute: a
+process that began to spin a second ago barely moves it, and one that stopped
+weighs on it for minutes.
 
 The window: since the previous prefill's reading when that is recent (the
 generation in between is the engine's own work), else a fresh sample of
