@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._checks import unencodable
 from .errors import AerixError, a_kind
@@ -26,7 +26,10 @@ from .model import ChatMessage
 from .options import not_json
 from .tools import Tool, json_copy
 
-__all__ = ["NEEDS_APPROVAL", "Paused", "Slot", "Verdict", "check_decisions", "highest_id"]
+if TYPE_CHECKING:
+    from ._calls import Seen
+
+__all__ = ["NEEDS_APPROVAL", "Paused", "Slot", "Verdict", "check_decisions", "check_state", "highest_id"]
 
 NEEDS_APPROVAL = "needs approval"
 """The reason a call of a tool made with `needs_approval=True` waits."""
@@ -81,10 +84,31 @@ class Paused:
     """A call of the turn repeated an earlier one past `limits.repeats`: the next generation
     may only answer."""
 
+    @classmethod
+    def of_turn(
+        cls, messages: Sequence[ChatMessage], calls: Sequence[Call], seen: Seen, dropped: int
+    ) -> Paused:
+        """A turn whose calls wait, once its other calls are done.
+
+        Args:
+            messages: The run's messages not yet kept (its prompt, for its first turn) and
+                the turn's reply.
+            calls: The turn's calls, in order.
+            seen: The run's calls so far, `seen.slots` the turn's (done or waiting).
+            dropped: Calls of the turn beyond the most a turn holds.
+        """
+        order = {c.id: i for i, c in enumerate(calls)}
+        slots = tuple(sorted(seen.slots, key=lambda s: order[s.call.id]))
+        return cls(messages=tuple(messages), slots=slots, dropped=dropped, answer_next=seen.repeated)
+
     @property
     def pending(self) -> tuple[Call, ...]:
-        """The calls that wait, in call order."""
-        return tuple(s.call for s in self.slots if s.result is None)
+        """The calls that wait, in call order: copies, whose inputs the caller may change."""
+        return tuple(
+            Call(id=s.call.id, tool=s.call.tool, input=json_copy(s.call.input))
+            for s in self.slots
+            if s.result is None
+        )
 
     @property
     def message(self) -> str:
@@ -142,7 +166,7 @@ class Paused:
             raise _bad(f"{where} must be a dict with the keys {', '.join(keys)}, got {a_kind(value)}")
         if unknown := [k for k in value if k not in keys]:
             raise _bad(f"{where} has the unknown key {unknown[0]!r}; its keys are {', '.join(keys)}")
-        messages = _messages(value.get("messages"), f"{where}['messages']")
+        messages = _messages(value.get("messages"), f"{where}['messages']", reply_last=True)
         slots = _slots(value.get("calls"), tools, f"{where}['calls']")
         dropped = value.get("dropped", 0)
         if isinstance(dropped, bool) or not isinstance(dropped, int) or dropped < 0:
@@ -157,10 +181,12 @@ def _bad(message: str) -> AerixError:
     return AerixError("options", message)
 
 
-def _messages(value: object, where: str) -> tuple[ChatMessage, ...]:
-    """The paused turn's messages: user and assistant messages, the turn's reply last."""
-    if not isinstance(value, Sequence) or isinstance(value, str) or not value:
+def _messages(value: object, where: str, *, reply_last: bool = False) -> tuple[ChatMessage, ...]:
+    """User and assistant messages (`reply_last`: a paused turn's, its reply last)."""
+    if reply_last and (not isinstance(value, Sequence) or isinstance(value, str) or not value):
         raise _bad(f"{where} must be a non-empty list of messages, the paused turn's reply last")
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise _bad(f"{where} must be a list of messages (dicts with role and content), got {a_kind(value)}")
     out: list[ChatMessage] = []
     for i, m in enumerate(value):
         if not isinstance(m, Mapping) or set(m) != {"role", "content"}:
@@ -170,7 +196,7 @@ def _messages(value: object, where: str) -> tuple[ChatMessage, ...]:
         if (problem := unencodable(m["content"])) is not None:
             raise _bad(f"{where}[{i}]['content']{problem}")
         out.append({"role": m["role"], "content": m["content"]})
-    if out[-1]["role"] != "assistant":
+    if reply_last and out[-1]["role"] != "assistant":
         raise _bad(f"{where} must end with the paused turn's reply, a message of role 'assistant'")
     return tuple(out)
 
@@ -221,12 +247,47 @@ def _slots(value: object, tools: Mapping[str, Tool], where: str) -> tuple[Slot, 
     return tuple(slots)
 
 
-def highest_id(paused: Paused | None) -> int:
-    """The highest call number a paused turn's calls hold (0 for none): the agent's next
-    call id follows it."""
-    if paused is None:
-        return 0
-    return max(int(m.group(1)) for s in paused.slots if (m := _CALL_ID.fullmatch(s.call.id)))
+STATE_KEYS = ("messages", "pending")
+"""The keys of `Agent.state()`."""
+
+
+def check_state(value: object, tools: Mapping[str, Tool]) -> tuple[tuple[ChatMessage, ...], Paused | None]:
+    """The conversation and the paused turn of an `Agent.state()`, for an agent with `tools`.
+
+    Args:
+        value: What `Agent.state()` gave (through `json.dumps` and `json.loads`, say).
+        tools: The agent's tools: every waiting call's tool must be one of them.
+
+    Raises:
+        AerixError: `kind="options"`, naming the bad part of `value` and what it must be.
+    """
+    if not isinstance(value, Mapping) or set(value) != set(STATE_KEYS):
+        got = f"the keys {', '.join(map(repr, value))}" if isinstance(value, Mapping) else a_kind(value)
+        raise _bad(
+            "state must be what Agent.state() gives: a dict with the keys 'messages' and 'pending', "
+            f"got {got}"
+        )
+    messages = _messages(value["messages"], "state['messages']")
+    pending = value["pending"]
+    paused = None if pending is None else Paused.of_json(pending, tools, "state['pending']")
+    return messages, paused
+
+
+_RESULT_ID = re.compile(r"^\[call_([1-9][0-9]{0,17}) ", re.MULTILINE)
+"""A call's id where a results message names it (`[call_3 weather] ...`)."""
+
+
+def highest_id(messages: Sequence[ChatMessage], paused: Paused | None = None) -> int:
+    """The highest call number that the results in `messages` and the calls of `paused` hold
+    (0 for none): the agent's next call id follows it.
+
+    Args:
+        messages: A conversation.
+        paused: A turn whose calls wait, if any.
+    """
+    said = (int(n) for m in messages if m["role"] == "user" for n in _RESULT_ID.findall(m["content"]))
+    waiting = () if paused is None else (int(s.call.id.removeprefix("call_")) for s in paused.slots)
+    return max((*said, *waiting), default=0)
 
 
 def check_decisions(paused: Paused, decisions: object) -> dict[str, Verdict]:

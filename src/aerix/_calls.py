@@ -12,6 +12,12 @@ each as a task, and their `after_call`s and `result` events in call order.
 Leaving early (an abort, a hook that raises, a consumer that closes the run)
 cancels every tool still running and waits for it to end.
 
+A call that waits for a person's decision (its tool `needs_approval`, or
+`before_call` paused it) goes no further: it has no `call` or `result` event,
+and the turn's other calls go on; the loop ends the run `paused` after them.
+Once decided (`Agent.resume`), it comes back here without `before_call`: a
+refusal is its result, else it goes on to the repeat rule and the input check.
+
 The repeat rule (`Limits.repeats`): one identical call (the same tool and the
 same input) may run again that many times within a run. A call past it does
 not run; its result says that it repeats an earlier call and quotes that call's
@@ -26,6 +32,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequen
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._approvals import NEEDS_APPROVAL, Slot, Verdict
 from ._guard import Aborted
 from ._hooks import after_call, before_call
 from .abort import AbortSignal
@@ -49,6 +56,9 @@ class Seen:
     """Whether the last turn had a call past `Limits.repeats`."""
     running: list[asyncio.Task[tuple[str, bool]]] = field(default_factory=list)
     """The tools of the turn that run at once, while it plays."""
+    slots: list[Slot] = field(default_factory=list)
+    """The calls of the last turn so far, each done with its result or waiting with its reason
+    (those that wait first within a batch)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -63,6 +73,8 @@ class _Step:
     """The result text and error flag, once known (a refusal, a failed check)."""
     job: asyncio.Task[tuple[str, bool]] | None = None
     """The tool running as a task, when the calls run at once."""
+    wait: str | None = None
+    """Why the call waits for a decision, if it does: it goes no further."""
 
     def event(self) -> CallEvent:
         """The call's `call` event, with its own copy of the input: a consumer that changes
@@ -73,7 +85,7 @@ class _Step:
     @property
     def runs(self) -> bool:
         """Whether the call's tool is to run: not refused, not a repeat, its input checked."""
-        return self.key is not None and not self.repeat and self.outcome is None
+        return self.key is not None and not self.repeat and self.outcome is None and self.wait is None
 
 
 Results = list[tuple[str, str, str]]
@@ -91,35 +103,51 @@ class Calls:
     """Run the tools of a turn at once (the turn is one batch), rather than one at a time."""
 
     async def play(
-        self, calls: Sequence[Call], seen: Seen, signal: AbortSignal, done: Callable[[Results], None]
+        self,
+        calls: Sequence[Call],
+        seen: Seen,
+        signal: AbortSignal,
+        done: Callable[[Results], None] | None,
+        decided: Mapping[str, Verdict] | None = None,
     ) -> AsyncGenerator[CallEvent | ResultEvent, None]:
-        """Run a turn's calls; yield each one's `call` event and `result` event.
+        """Run a turn's calls; yield each one's `call` event and `result` event (none for a call
+        that waits for a decision: `seen.slots` has those too).
 
         Args:
             calls: The turn's calls, in order, with their ids.
             seen: The run's calls so far (the repeat rule); updated.
             signal: The run's signal, which each tool gets.
             done: Called with the turn's results once the last one is in, before its
-                event is handed on (a consumer that stops at that event keeps the turn).
+                event is handed on (a consumer that stops at that event keeps the turn);
+                not called when a call waits (nor when `None`).
+            decided: For calls that waited, the decision on each by id: they pass neither
+                `before_call` nor the wait again.
         """
         results: Results = []
         steps: list[_Step] = []
         seen.repeated = False
+        seen.slots.clear()
         try:
             for batch in [calls] if self.concurrent else [(call,) for call in calls]:
                 steps = []
                 for call in batch:
-                    steps.append(await self._step(call, seen))
+                    steps.append(await self._step(call, seen, None if decided is None else decided[call.id]))
                     if signal.aborted:  # by a hook: no other hook runs, and the run ends at the next event
                         break
                 for step in steps:
-                    yield step.event()
+                    if step.wait is None:
+                        yield step.event()
+                    else:
+                        seen.slots.append(Slot(call=step.call, reason=step.wait))
                 if self.concurrent:
                     self._start(steps, seen, signal)
                 for step in steps:
+                    if step.wait is not None:
+                        continue
                     result = await self._finish(step, seen, signal)
                     results.append((result.id, result.tool, result.text))
-                    if len(results) == len(calls):
+                    seen.slots.append(Slot(call=step.call, result=(result.text, result.error)))
+                    if len(results) == len(calls) and done is not None:
                         done(results)
                     yield result
         finally:
@@ -127,12 +155,22 @@ class Calls:
                 seen.running.clear()
                 await _stop([s.job for s in steps if s.job is not None])
 
-    async def _step(self, call: Call, seen: Seen) -> _Step:
-        """One call's step: `before_call`, then the repeat rule, then the input check."""
-        if self.hooks.before_call is not None:
-            call, refusal = await before_call(self.hooks, call)
-            if refusal is not None:
-                return _Step(call=call, outcome=(refusal, True))
+    async def _step(self, call: Call, seen: Seen, verdict: Verdict | None = None) -> _Step:
+        """One call's step: `before_call` and whether it waits (or the decision on a call that
+        waited), then the repeat rule, then the input check."""
+        if verdict is not None:
+            if verdict.refusal is not None:
+                return _Step(call=call, outcome=(verdict.refusal, True))
+            call = verdict.call(call)
+        else:
+            wait = NEEDS_APPROVAL if self.tools[call.tool].needs_approval else None
+            if self.hooks.before_call is not None:
+                call, refusal, pause = await before_call(self.hooks, call)
+                if refusal is not None:  # a deny wins over a wait
+                    return _Step(call=call, outcome=(refusal, True))
+                wait = pause if pause is not None else wait
+            if wait is not None:
+                return _Step(call=call, wait=wait)
         key = _key(call)
         runs = seen.runs.get(key, 0)
         if runs > self.limits.repeats:

@@ -23,19 +23,21 @@ from .tools import cancelling, json_copy
 __all__ = ["after_call", "before_call", "on_final"]
 
 
-async def before_call(hooks: Hooks, call: Call) -> tuple[Call, str | None]:
-    """Apply `before_call`: the call to run (its input maybe replaced), and the refusal if denied."""
+async def before_call(hooks: Hooks, call: Call) -> tuple[Call, str | None, str | None]:
+    """Apply `before_call`: the call to run (its input maybe replaced), the refusal if denied,
+    and the reason it waits for a decision if paused."""
     if hooks.before_call is None:
-        return call, None
+        return call, None, None
     outcome = check_before_call(await _call("before_call", hooks.before_call, call))
     if outcome is None:
-        return call, None
+        return call, None, None
     key, value = outcome
-    if key == "deny":
-        if (problem := unencodable(value)) is not None:
-            raise HookError(f"hook before_call: the deny reason{problem}")
-        return call, f"refused: {str.__str__(value)}"  # a str subclass's own value
-    return replace(call, input=json_copy(value)), None  # the hook's own dict stays the hook's
+    if key == "input":
+        return replace(call, input=json_copy(value)), None, None  # the hook's own dict stays the hook's
+    if (problem := unencodable(value)) is not None:
+        raise HookError(f"hook before_call: the {key} reason{problem}")
+    reason = str.__str__(value)  # a str subclass's own value
+    return (call, f"refused: {reason}", None) if key == "deny" else (call, None, reason)
 
 
 async def after_call(hooks: Hooks, call: Call, text: str) -> str:

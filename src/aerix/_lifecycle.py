@@ -14,9 +14,10 @@ when the event loop gets to collect it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ._approvals import Paused, Verdict
 from ._calls import Seen
 from ._guard import Consumer, Guard
 from ._stream import Reply
@@ -78,6 +79,10 @@ class Run:
     """The calls run so far, for the repeat rule (`Limits.repeats`)."""
     final: FinalEvent | None = None
     """The run's final, once accepted."""
+    decided: Mapping[str, Verdict] | None = None
+    """For a run that resumes a paused one (`Agent.resume`), the decision on each waiting call."""
+    paused: Paused | None = None
+    """The turn whose calls wait for a decision, once the run pauses there."""
 
 
 @dataclass(slots=True)
@@ -115,11 +120,11 @@ class Lifecycle:
         if self._busy:
             raise AerixError("busy", "the agent is already running; one run at a time per agent")
 
-    def start(self, prompt: str, user_signal: AbortSignal | None, choice: str) -> Run:
+    def start(self, prompt: str | None, user_signal: AbortSignal | None, choice: str) -> Run:
         """Take the agent for a run (unless it is busy) and give the run its own signal and guard.
 
         Args:
-            prompt: The run's prompt (checked already).
+            prompt: The run's prompt (checked already); `None` for a run that resumes a paused one.
             user_signal: The signal the run was given, which its own follows.
             choice: The tool choice of the run's first generation.
         """
@@ -128,14 +133,15 @@ class Lifecycle:
             self._busy = True
         controller = AbortController()
         run = Run(
-            prompt=prompt,
+            prompt="" if prompt is None else prompt,
             controller=controller,
             signal=controller.signal,
             unfollow=controller.follow(user_signal),
             guard=Guard(controller.signal),
             consumer=Consumer(lambda: self.abandon(run)),
             choice=choice,
-            pending=[{"role": "user", "content": str.__str__(prompt)}],  # a plain str, the same text
+            # a plain str, the same text
+            pending=[] if prompt is None else [{"role": "user", "content": str.__str__(prompt)}],
         )
         self.current = run
         return run

@@ -9,6 +9,10 @@ consumer and ends the run, in one place, with exactly one ending: the final
 or the limit `_play` stopped at (`_ending`), or what stopped it (`_failure`).
 A completed turn is kept in one place too (`_commit`). How a run starts, is
 dropped, abandoned and released is `_lifecycle`'s.
+
+A turn whose calls wait for a person's decision ends its run `paused` once its
+other calls are done; the agent keeps the turn (`_approvals.Paused`) until
+`resume` runs the decided calls (`_resumed`), keeps the whole turn, and goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from contextlib import aclosing
 from typing import Any, Never
 
 from ._answer import Answer, answer_of
+from ._approvals import Paused, Verdict, check_decisions, check_state, highest_id
 from ._calls import Calls, Results
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
@@ -34,7 +39,7 @@ from ._portal import iterate
 from ._stream import Reply
 from .abort import AbortSignal
 from .errors import AerixError, message_of
-from .events import AgentEvent, Call, EndEvent, FinalEvent, RetryEvent, TextEvent, TurnEvent
+from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
 from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import Hooks, Limits, ToolChoice, check_generation
 from .tools import Tool, json_copy
@@ -74,9 +79,15 @@ class Agent:
         concurrent_calls: Run the tools of a turn at once (after every
             `before_call` and input check, in call order) rather than one at a time.
         name: The agent's name, for tracing and its `repr`.
+        state: What another agent's `state()` gave (through JSON, in another
+            process too): this agent, with the same tools, takes its
+            conversation and the calls that wait for a decision, and `resume`
+            goes on from there.
 
     Raises:
-        AerixError: `kind="options"`, naming the bad option and value.
+        AerixError: `kind="options"`, naming the bad option and value (for
+            `state`, its bad part, or a tool of a waiting call that this agent
+            does not have).
     """
 
     def __init__(
@@ -93,6 +104,7 @@ class Agent:
         calls_per_turn: int = 1,
         concurrent_calls: bool = False,
         name: str | None = None,
+        state: Mapping[str, Any] | None = None,
         **unknown: Never,
     ) -> None:
         check_agent_options(unknown, model, instructions, constrain, concurrent_calls, name)
@@ -122,6 +134,12 @@ class Agent:
         self._messages: list[ChatMessage] = []
         self._next_id = 0
         self._life = Lifecycle()
+        self._paused: Paused | None = None
+        """The turn whose calls wait for a decision, until `resume` completes it."""
+        if state is not None:
+            messages, self._paused = check_state(state, self._tools)
+            self._messages = list(messages)
+            self._next_id = highest_id(messages, self._paused)
 
     @property
     def name(self) -> str | None:
@@ -158,6 +176,25 @@ class Agent:
         """Whether a run is in progress."""
         return self._life.busy
 
+    @property
+    def pending(self) -> tuple[Call, ...]:
+        """The calls that wait for a decision, in call order (empty when none wait): `resume`
+        takes one for each id."""
+        return () if self._paused is None else self._paused.pending
+
+    def state(self) -> dict[str, Any]:
+        """The agent's conversation and the calls that wait for a decision, as plain JSON.
+
+        `Agent(state=...)` with the same tools takes it back, in another process too
+        (`json.dumps` and `json.loads` on the way), and `resume` goes on from there.
+
+        Returns:
+            `{"messages": [...], "pending": None}`, or with the paused turn as `pending`:
+            its messages, and each of its calls, waiting with its reason or done with its result.
+        """
+        paused = None if self._paused is None else self._paused.to_json()
+        return {"messages": [dict(m) for m in self.messages], "pending": paused}
+
     def reset(self) -> None:
         """Forget the conversation.
 
@@ -172,6 +209,7 @@ class Agent:
             ) from None
         self._messages.clear()
         self._next_id = 0
+        self._paused = None
 
     # -- running ---------------------------------------------------------------
 
@@ -193,9 +231,72 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._life.check_idle()
+        self._check_waiting()
+        return self._handout(prompt, signal)
+
+    def resume(
+        self, decisions: Mapping[str, Any], *, signal: AbortSignal | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Go on with a run that ended `paused`, once each waiting call has its decision.
+
+        A new run, with its own limits: each decided call gets its `call` and
+        `result` events (an approved call does not pass `before_call` again), then
+        the model gets every result of the paused turn, in call order, and the run
+        goes on. It ends with exactly one `FinalEvent` or `EndEvent`, as `run`'s do.
+
+        Args:
+            decisions: Each waiting call's id (`pending`) to `True` (run it), `False`
+                (refuse it: `refused: denied`), `{"deny": reason}` (`refused: <reason>`)
+                or `{"input": {...}}` (run it with that input, checked as usual).
+            signal: Aborts the run when aborted.
+
+        Raises:
+            AerixError: `kind="options"` when no call waits, for a bad signal, or for a
+                missing, extra or bad decision, naming the ids (nothing changes then);
+                `kind="busy"` if a run is in progress.
+
+        Example:
+            >>> decisions = {"call_2": True, "call_3": {"deny": "not now"}}
+            >>> async for ev in agent.resume(decisions):  # doctest: +SKIP
+            ...     print(ev)
+        """
+        return self._handout(None, signal, self._decide(decisions, signal))
+
+    def resume_sync(
+        self, decisions: Mapping[str, Any], *, signal: AbortSignal | None = None
+    ) -> Iterator[AgentEvent]:
+        """`resume` for code without an event loop (or inside one: a notebook), as `run_sync`."""
+        decided = self._decide(decisions, signal)
+        return iterate(
+            lambda run_signal: observe(self, self._run(None, run_signal, None, decided), run_signal), signal
+        )
+
+    def _decide(self, decisions: object, signal: AbortSignal | None) -> dict[str, Verdict]:
+        """The checked decisions of a `resume`, before anything changes."""
+        if signal is not None and not isinstance(signal, AbortSignal):
+            raise AerixError("options", f"signal must be an AbortSignal or None, got {type(signal).__name__}")
+        self._life.check_idle()
+        if self._paused is None:
+            raise AerixError("options", "no call waits for a decision (agent.pending is empty); use run")
+        return check_decisions(self._paused, decisions)
+
+    def _handout(
+        self, prompt: str | None, signal: AbortSignal | None, decided: Mapping[str, Verdict] | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """A run's events, as `run` and `resume` hand them out."""
         started = Started()
-        events = observe(self, self._run(prompt, signal, started), signal)  # the one seam for tracing
+        # the one seam for tracing
+        events = observe(self, self._run(prompt, signal, started, decided), signal)
         return Handout(events, lambda held: self._life.dropped(started, events, held))
+
+    def _check_waiting(self) -> None:
+        """Refuse a new run while calls wait for a decision."""
+        if self._paused is not None:
+            raise AerixError(
+                "busy",
+                f"the agent is paused, {self._paused.message}; decide them with agent.resume(...) "
+                "or forget them with agent.reset()",
+            )
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """Run to the end and return the final answer.
@@ -215,6 +316,7 @@ class Agent:
         """
         check_run_args(prompt, signal)
         self._life.check_idle()
+        self._check_waiting()
         return iterate(lambda run_signal: observe(self, self._run(prompt, run_signal), run_signal), signal)
 
     def ask_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
@@ -227,11 +329,20 @@ class Agent:
         return self._life.current
 
     async def _run(
-        self, prompt: str, user_signal: AbortSignal | None, started: Started | None = None
+        self,
+        prompt: str | None,
+        user_signal: AbortSignal | None,
+        started: Started | None = None,
+        decided: Mapping[str, Verdict] | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """A run as its consumer sees it: the events of `_play`, then exactly one ending
-        (`started` gets the run, for `Lifecycle.dropped`)."""
-        run = self._life.start(prompt, user_signal, self._tool_choice)
+        (`started` gets the run, for `Lifecycle.dropped`). A resumed run has no prompt, and
+        the decisions on the waiting calls."""
+        choice = self._tool_choice
+        if decided is not None:  # a resumed run: its first generation is no prompt's first turn
+            choice = "none" if self._paused is not None and self._paused.answer_next else "auto"
+        run = self._life.start(prompt, user_signal, choice)
+        run.decided = decided
         if started is not None:
             started.run = run
         guard, consumer = run.guard, run.consumer
@@ -256,8 +367,12 @@ class Agent:
 
     async def _play(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
         """What a run does: generations until a final is accepted, a bad turn has no retry
-        left, or `limits.turns` is reached (`_ending` says which)."""
-        await self._choose_first(run)
+        left, or `limits.turns` is reached (`_ending` says which); or a turn's calls wait."""
+        if run.decided is not None:
+            async for ev in self._resumed(run):
+                yield ev
+        else:
+            await self._choose_first(run)
         while run.generation < self._limits.turns:
             run.generation += 1
             reply = run.reply = Reply()  # checks each delta against the stream protocol
@@ -295,6 +410,33 @@ class Agent:
                     yield ev
             finally:  # tools still running at once stop now, not when the event loop collects them
                 await played.aclose()
+            if any(s.result is None for s in run.seen.slots):  # calls wait: the run pauses here
+                if run.signal.aborted:  # by a hook, after the turn's last event: the abort wins
+                    raise Aborted
+                said: ChatMessage = {"role": "assistant", "content": reply.text}
+                run.paused = Paused.of_turn((*run.pending, said), calls, run.seen, turn.dropped)
+                return
+
+    async def _resumed(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
+        """A resumed run's first step: the decided calls, each result kept in the paused turn as
+        it comes (an abort later loses none), then the whole turn kept."""
+        paused = self._paused
+        assert paused is not None and run.decided is not None
+        played = self._calls.play(paused.pending, run.seen, run.signal, None, run.decided)
+        try:
+            async for ev in played:
+                if isinstance(ev, ResultEvent):
+                    paused = self._paused = paused.done(ev.id, ev.text, ev.error)
+                    if not paused.pending:
+                        self._paused = None
+                        run.pending[:] = paused.messages[:-1]
+                        run.reply.text = paused.messages[-1]["content"]  # the paused turn's reply
+                        self._commit(run, render_results(paused.results, paused.dropped))
+                        if paused.answer_next:  # a call past `limits.repeats`: the next turn may only answer
+                            run.choice = "none"
+                yield ev
+        finally:
+            await played.aclose()
 
     async def _choose_first(self, run: Run) -> None:
         """Under `"auto"`, let a `ToolFit` model say whether the first turn calls a tool or answers."""
@@ -372,6 +514,9 @@ class Agent:
         """The ending of a run that played to its end: its final, or the limit it stopped at."""
         if run.final is not None:
             return run.final
+        if run.paused is not None:  # the agent waits from now on: `pending`, `resume`
+            self._paused = run.paused
+            return EndEvent(reason="paused", message=run.paused.message, pending=run.paused.pending)
         limits, retry, n = self._limits, run.retry, run.generation
         if not retry.failures:
             plural = "" if n == 1 else "s"

@@ -30,7 +30,8 @@ ToolChoice: TypeAlias = str
 """`"auto"`, `"required"`, `"none"` or a tool's name."""
 
 BeforeCall: TypeAlias = Mapping[str, Any] | None
-"""What `before_call` returns: `None`, `{"deny": reason}` or `{"input": {...}}`."""
+"""What `before_call` returns: `None`, `{"deny": reason}`, `{"input": {...}}` or
+`{"pause": reason}`."""
 AfterCall: TypeAlias = Mapping[str, Any] | None
 """What `after_call` returns: `None` or `{"result": text}`."""
 OnFinal: TypeAlias = Mapping[str, Any] | None
@@ -123,7 +124,9 @@ class Hooks:
 
     before_call: Callable[[Call], BeforeCall | Awaitable[BeforeCall]] | None = None
     """Before each call: `None`, `{"deny": reason}` (the result becomes
-    `refused: <reason>`) or `{"input": {...}}` (replaces the input, then checked)."""
+    `refused: <reason>`), `{"input": {...}}` (replaces the input, then checked) or
+    `{"pause": reason}` (the call waits for a person's decision: the run ends `paused`
+    once the turn's other calls are done, and `Agent.resume` goes on)."""
     after_call: Callable[[Call, str], AfterCall | Awaitable[AfterCall]] | None = None
     """After each call that ran (error results too, not refusals): `None` or
     `{"result": text}`, which replaces the result."""
@@ -217,23 +220,23 @@ def _one_key(hook: str, value: object, allowed: tuple[str, ...]) -> tuple[str, A
     raise HookError(f"hook {hook} returned {value!r}; it may return None or {shapes}")
 
 
-def check_before_call(value: object) -> tuple[Literal["deny", "input"], Any] | None:
+def check_before_call(value: object) -> tuple[Literal["deny", "input", "pause"], Any] | None:
     """Check what `before_call` returned.
 
     Args:
         value: The hook's return value.
 
     Returns:
-        `None`, or `("deny", reason)` or `("input", replacement)`.
+        `None`, or `("deny", reason)`, `("input", replacement)` or `("pause", reason)`.
 
     Raises:
         HookError: The value is none of those, or its reason or input is of the wrong kind.
     """
-    outcome = _one_key("before_call", value, ("deny", "input"))
+    outcome = _one_key("before_call", value, ("deny", "input", "pause"))
     if outcome is not None:
         key, v = outcome
-        if key == "deny" and not isinstance(v, str):
-            raise HookError(f"hook before_call: the deny reason must be a string, got {v!r}")
+        if key in ("deny", "pause") and not isinstance(v, str):
+            raise HookError(f"hook before_call: the {key} reason must be a string, got {v!r}")
         if key == "input" and not isinstance(v, dict):
             raise HookError(f"hook before_call: the replacement input must be a dict, got {v!r}")
         if key == "input" and (problem := not_json(v, "input")) is not None:
