@@ -833,3 +833,119 @@ def test_serve_loads_a_named_model_with_the_public_loader(monkeypatch, capsys) -
     sock.close()
     assert loaded == ["some-model"]
     assert "http://127.0.0.1:" in capsys.readouterr().out
+
+
+# --- approvals ---------------------------------------------------------------------------------
+
+
+@tool(needs_approval=True)
+def wipe(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
+async def test_config_says_which_tools_ask_first(scripted, client_for) -> None:
+    app, _ = scripted(tools=[add, wipe])
+    config = (await client_for(app).get("/api/config")).json()
+    assert [t["needs_approval"] for t in config["tools"]] == [False, True]
+    assert config["defaults"]["approve"] == ["wipe"]  # a tool made so always asks
+
+
+async def test_a_tool_the_page_asks_first_for_pauses_the_run_and_approve_resumes_it(
+    scripted, client_for
+) -> None:
+    app, models = scripted(CALL, FINAL)
+    client = client_for(app)
+    r = await client.post("/api/run", json={"prompt": "add", "settings": {"approve": ["add"]}})
+    end = events(r.text)[-1]
+    assert end == {
+        "type": "end",
+        "reason": "paused",
+        "message": "waiting for a decision: call_1 add (needs approval)",
+        "pending": [{"id": "call_1", "tool": "add", "input": {"a": 2, "b": 3}}],
+    }
+    session = (await client.get("/api/session")).json()
+    assert session["pending"] == end["pending"] and session["settings"]["approve"] == ["add"]
+    busy = await client.post("/api/run", json={"prompt": "more", "settings": {"approve": ["add"]}})
+    assert busy.status_code == 409
+    assert "waiting for a decision: call_1 add (needs approval)" in busy.json()["error"]
+    r = await client.post("/api/resume", json={"decisions": {"call_1": True}})
+    assert r.status_code == 200
+    assert frames(r.text)[0] == ("session", {"type": "session", "conversation": "same"})
+    assert [e["type"] for e in events(r.text)] == ["call", "result", "text", "usage", "final"]
+    assert events(r.text)[1]["text"] == "5"
+    session = (await client.get("/api/session")).json()
+    assert session["pending"] == []
+    assert session["runs"][1]["prompt"] is None and session["runs"][1]["decisions"] == {"call_1": True}
+    assert len(models) == 1  # one agent: the same conversation
+
+
+async def test_deny_refuses_the_call(scripted, client_for) -> None:
+    app, models = scripted(CALL, FINAL)
+    client = client_for(app)
+    await client.post("/api/run", json={"prompt": "add", "settings": {"approve": ["add"]}})
+    r = await client.post("/api/resume", json={"decisions": {"call_1": False}})
+    result = [e for e in events(r.text) if e["type"] == "result"][0]
+    assert result == {
+        "type": "result",
+        "id": "call_1",
+        "tool": "add",
+        "text": "refused: denied",
+        "error": True,
+    }
+    assert models[0].calls[1].messages[-1]["content"] == "Results:\n[call_1 add] refused: denied"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"decisions": {}}, 400, "bad decisions: no decision for call_1"),
+        ({"decisions": {"call_1": True, "call_7": True}}, 400, "no call waits with the id 'call_7'"),
+        ({"decisions": {"call_1": "yes"}}, 400, "call_1: 'yes' is not a decision"),
+        ({"decisions": [True]}, 400, "decisions must be an object of call ids"),
+        ({}, 400, "decisions must be an object of call ids"),
+        ([], 400, "the body must be a JSON object"),
+    ],
+)
+async def test_bad_decisions_get_400_and_the_calls_still_wait(
+    scripted, client_for, body, status, words
+) -> None:
+    app, _ = scripted(CALL, FINAL)
+    client = client_for(app)
+    await client.post("/api/run", json={"prompt": "add", "settings": {"approve": ["add"]}})
+    r = await client.post("/api/resume", json=body)
+    assert r.status_code == status and words in r.json()["error"], r.json()
+    assert (await client.get("/api/session")).json()["pending"] == [
+        {"id": "call_1", "tool": "add", "input": {"a": 2, "b": 3}}
+    ]
+
+
+async def test_resume_with_nothing_waiting_gets_400_and_reset_forgets_the_waiting_calls(
+    scripted, client_for
+) -> None:
+    app, _ = scripted(CALL, FINAL)
+    client = client_for(app)
+    r = await client.post("/api/resume", json={"decisions": {"call_1": True}})
+    assert r.status_code == 400 and "no call waits for a decision in this session" in r.json()["error"]
+    await client.post("/api/run", json={"prompt": "add", "settings": {"approve": ["add"]}})
+    assert (await client.post("/api/reset")).json() == {"reset": True}
+    assert (await client.get("/api/session")).json()["pending"] == []
+    r = await client.post("/api/resume", json={"decisions": {"call_1": True}})
+    assert r.status_code == 400
+
+
+async def test_approve_must_name_the_apps_tools(scripted, client_for) -> None:
+    app, models = scripted(FINAL)
+    for approve, words in ((["rm"], "unknown tool 'rm'"), ("add", "approve must be a list of tool names")):
+        r = await client_for(app).post("/api/run", json={"prompt": "hi", "settings": {"approve": approve}})
+        assert r.status_code == 400 and words in r.json()["error"]
+    assert not models
+
+
+async def test_a_resume_request_from_another_site_or_not_json_is_refused(scripted, client_for) -> None:
+    app, _ = scripted(CALL, FINAL)
+    client = client_for(app)
+    r = await client.post("/api/resume", json={"decisions": {}}, headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403
+    r = await client.post("/api/resume", content=b'{"decisions": {}}', headers={"Content-Type": "text/plain"})
+    assert r.status_code == 415

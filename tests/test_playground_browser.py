@@ -355,3 +355,43 @@ def wait_or_explain(page: Any, app: Any, selector: str, what: str, seconds: floa
             if run.task is not None and not run.task.done():
                 lines += [f"  {frame.f_code.co_filename}:{frame.f_lineno}" for frame in run.task.get_stack()]
     raise AssertionError(f"timed out waiting for {what}:\n" + "\n".join(lines))
+
+
+def test_a_paused_run_shows_approve_and_deny_and_the_run_goes_on(browser: Any) -> None:
+    turn = (
+        '{"calls":[{"tool":"calculator","input":{"expression":"6 * 7"}},'
+        '{"tool":"calculator","input":{"expression":"1 + 1"}}]}'
+    )
+    models: list[ScriptedModel] = []
+
+    def factory() -> ScriptedModel:
+        models.append(ScriptedModel([turn, '{"final":"42, and the other was refused."}']))
+        return models[-1]
+
+    app = create_app(factory, tools=TOOLS, model_name="scripted")
+    with served(app) as url, page_at(browser, url) as page:
+        page.check(".ask-first:has(input[data-tool=calculator]) input")
+        ask(page, "Two sums, please.")
+        page.wait_for_selector('.ending[data-reason="paused"]')
+        assert page.locator(".approval").count() == 2
+        assert page.locator(".call .badge").all_inner_texts() == ["waiting", "waiting"]
+        assert page.locator(".approval .input").all_inner_texts() == [
+            '{"expression":"6 * 7"}',
+            '{"expression":"1 + 1"}',
+        ]
+        page.click('.approval[data-id="call_1"] button.approve')
+        assert page.is_disabled('.approval[data-id="call_1"] button.deny')
+        assert len(models[0].calls) == 1  # nothing sent until each call has its decision
+        page.click('.approval[data-id="call_2"] button.deny')
+        page.wait_for_selector(".msg.final")
+        assert page.inner_text(".msg.resumed") == "resumed: call_1 approved, call_2 denied"
+        assert page.locator(".result.ok").all_inner_texts() == ["42"]
+        assert page.locator(".result.refused").all_inner_texts() == ["refused: denied"]
+        assert page.inner_text(".msg.final .answer") == "42, and the other was refused."
+        assert models[0].calls[1].messages[-1]["content"] == (
+            "Results:\n[call_1 calculator] 42\n[call_2 calculator] refused: denied"
+        )
+        page.reload()  # the decided calls can no longer be decided
+        page.wait_for_selector(".msg.final")
+        assert page.locator(".approvals button:enabled").count() == 0
+        assert page.inner_text(".msg.resumed") == "resumed: call_1 approved, call_2 denied"

@@ -5,8 +5,9 @@ Routes:
 - `GET /`: the page; `GET /static/…`: its script, style and icon (also at
   `GET /favicon.ico`).
 - `GET /api/config`: the pickable tools and the default settings.
-- `GET /api/session`: this session's settings, whether it is busy, and the
-  events of its runs (a reloaded page shows the conversation again).
+- `GET /api/session`: this session's settings, whether it is busy, the
+  events of its runs (a reloaded page shows the conversation again) and the
+  calls that wait for a decision (`pending`).
 - `POST /api/run` with `{"prompt": …, "settings": {…}}`: starts a run and
   answers with `text/event-stream`: a `session` event (`{"type": "session",
   "conversation": "same" | "new"}`), then one `data:` line of JSON
@@ -16,8 +17,14 @@ Routes:
   come between them, a few times a second while it changes. A session that is busy
   gets HTTP 409 with `{"error": …}`; bad settings get 400. Closing the stream
   aborts the run.
+- `POST /api/resume` with `{"decisions": {"call_2": true, "call_3": {"deny":
+  "…"}}}`: a run that ended `paused` goes on with a decision for each waiting
+  call (`true`, `false`, `{"deny": reason}` or `{"input": {…}}`, as
+  `Agent.resume` takes them), streamed as `/api/run` streams a run. The page's
+  Approve and Deny buttons send it. 409 while a run is in progress; 400 when no
+  call waits, or for a missing, extra or bad decision (naming the ids).
 - `POST /api/stop`: aborts this session's run. `POST /api/reset`: forgets
-  the conversation (409 during a run).
+  the conversation and any calls that wait (409 during a run).
 
 A browser session is a cookie; each session has one `Agent`.
 """
@@ -67,6 +74,8 @@ MAX_BODY = 4 << 20
 """The largest run request read, in bytes (4 MiB: a prompt far longer than any context)."""
 _RUN_SHAPE = '{"prompt": "...", "settings": {...}}'
 """What a run request's body looks like, as its errors show it."""
+_RESUME_SHAPE = '{"decisions": {"call_2": true, "call_3": {"deny": "..."}}}'
+"""What a resume request's body looks like, as its errors show it."""
 
 
 def create_app(
@@ -163,6 +172,7 @@ class _Endpoints:
             Route("/api/config", self.get_config),
             Route("/api/session", self.get_session),
             Route("/api/run", self.post_run, methods=["POST"]),
+            Route("/api/resume", self.post_resume, methods=["POST"]),
             Route("/api/stop", self.post_stop, methods=["POST"]),
             Route("/api/reset", self.post_reset, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -185,6 +195,7 @@ class _Endpoints:
             "busy": session.busy,
             "settings": (session.settings or self._defaults).to_dict(),
             "runs": [r.to_dict() for r in session.runs],
+            "pending": session.pending,
         }
         return _with_cookie(_Json(body), session, new)
 
@@ -206,14 +217,27 @@ class _Endpoints:
             )
         except ModelFailed as exc:
             return _error(500, f"could not make the model: {exc}", session, new)
+        except AerixError as exc:  # busy: a run in progress, or calls that wait (the message names them)
+            return _error(409 if exc.kind == "busy" else 400, exc.message, session, new)
+        return _streamed(run, "new" if dropped else "same", session, new)
+
+    async def post_resume(self, request: Request) -> Response:
+        refused = _refuse_cross_site(request, json_body=True)
+        if refused is not None:
+            return refused
+        session, new = _session(request, self.store)
+        body = await _json_body(request, _RESUME_SHAPE)
+        if isinstance(body, tuple):
+            status, message = body
+            return _error(status, message, session, new)
+        decisions = body.get("decisions")
+        if not isinstance(decisions, dict):
+            return _error(400, f"decisions must be an object of call ids: {_RESUME_SHAPE}", session, new)
+        try:
+            run = session.resume(decisions)
         except AerixError as exc:
-            if exc.kind == "busy":
-                return _busy(session, new)
-            return _error(400, exc.message, session, new)
-        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        stream = _stream(run, {"type": "session", "conversation": "new" if dropped else "same"})
-        response = StreamingResponse(stream, media_type="text/event-stream", headers=headers)
-        return _with_cookie(response, session, new)
+            return _error(409 if exc.kind == "busy" else 400, exc.message, session, new)
+        return _streamed(run, "same", session, new)
 
     async def post_stop(self, request: Request) -> Response:
         refused = _refuse_cross_site(request)
@@ -245,18 +269,35 @@ class _Endpoints:
             await asyncio.wait(tasks, timeout=5)
 
 
-async def _run_request(request: Request) -> dict[str, Any] | tuple[int, str]:
-    """A run request's body, its prompt a string with some text; or the HTTP status and
-    message that refuse it."""
+def _streamed(run: Run, conversation: str, session: Session, new: bool) -> Response:
+    """The response that streams `run`: a `session` event saying whether the conversation is
+    the same or new, then the run's events."""
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    stream = _stream(run, {"type": "session", "conversation": conversation})
+    response = StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    return _with_cookie(response, session, new)
+
+
+async def _json_body(request: Request, shape: str) -> dict[str, Any] | tuple[int, str]:
+    """A request's body as a JSON object, or the HTTP status and message that refuse it."""
     raw = await _body(request)
     if raw is None:
         return 413, f"the request is larger than {MAX_BODY >> 20} MiB; send a shorter prompt"
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):
-        return 400, f"the body must be JSON: {_RUN_SHAPE}"
+        return 400, f"the body must be JSON: {shape}"
     if not isinstance(body, dict):
-        return 400, f"the body must be a JSON object: {_RUN_SHAPE}"
+        return 400, f"the body must be a JSON object: {shape}"
+    return body
+
+
+async def _run_request(request: Request) -> dict[str, Any] | tuple[int, str]:
+    """A run request's body, its prompt a string with some text; or the HTTP status and
+    message that refuse it."""
+    body = await _json_body(request, _RUN_SHAPE)
+    if isinstance(body, tuple):
+        return body
     prompt = body.get("prompt")
     if prompt is not None and not isinstance(prompt, str):
         return 400, f"prompt must be a string, got {type(prompt).__name__}"

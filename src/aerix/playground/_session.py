@@ -9,12 +9,13 @@ reloaded page can show the conversation again. Nothing here speaks HTTP.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import math
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,9 @@ class Settings:
     """The agent's limits."""
     temperature: float | None = None
     """The sampling temperature, or `None` for the engine's default."""
+    approve: tuple[str, ...] = ()
+    """The picked tools whose calls wait for the page's Approve or Deny (a tool made with
+    `needs_approval=True` always does)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON, in the shape `parse_settings` reads."""
@@ -60,6 +64,7 @@ class Settings:
                 "repeats": self.limits.repeats,
             },
             "temperature": self.temperature,
+            "approve": list(self.approve),
         }
 
 
@@ -78,7 +83,7 @@ def parse_settings(raw: object, defaults: Settings, tools: Mapping[str, Tool]) -
         return defaults
     if not isinstance(raw, Mapping):
         raise AerixError("options", f"settings must be an object, got {_json_type(raw)}")
-    known = ("instructions", "limits", "temperature", "tools")
+    known = ("approve", "instructions", "limits", "temperature", "tools")
     unknown = [k for k in raw if k not in known]
     if unknown:
         raise AerixError("options", f"unknown setting {unknown[0]!r}; settings are {', '.join(known)}")
@@ -88,7 +93,10 @@ def parse_settings(raw: object, defaults: Settings, tools: Mapping[str, Tool]) -
     picked = raw.get("tools", list(defaults.tools))
     if not isinstance(picked, list) or not all(isinstance(n, str) for n in picked):
         raise AerixError("options", f"tools must be a list of tool names, got {picked!r}")
-    for name in picked:
+    asked = raw.get("approve", list(defaults.approve))
+    if not isinstance(asked, list) or not all(isinstance(n, str) for n in asked):
+        raise AerixError("options", f"approve must be a list of tool names, got {asked!r}")
+    for name in (*picked, *asked):
         if name not in tools:
             raise AerixError("options", f"unknown tool {name!r}; tools are {', '.join(tools) or 'none'}")
     limits = Limits.of({**defaults.to_dict()["limits"], **_mapping("limits", raw.get("limits", {}))})
@@ -105,6 +113,7 @@ def parse_settings(raw: object, defaults: Settings, tools: Mapping[str, Tool]) -
         tools=tuple(n for n in tools if n in picked),
         limits=limits,
         temperature=None if temperature is None else float(temperature),
+        approve=tuple(n for n in tools if n in picked and (n in asked or tools[n].needs_approval)),
     )
 
 
@@ -123,8 +132,10 @@ def _json_type(value: object) -> str:
 class Run:
     """A run in progress: its controller, its events so far, and where new ones go."""
 
-    prompt: str
-    """The user's prompt."""
+    prompt: str | None
+    """The user's prompt; `None` for a run that resumes a paused one."""
+    decisions: Mapping[str, Any] | None = None
+    """For a run that resumes a paused one, the page's decisions on its waiting calls."""
     controller: AbortController = field(default_factory=AbortController)
     """Aborted by the Stop button, or when the page closes the stream."""
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -142,8 +153,11 @@ class Run:
         return bool(self.events) and self.events[-1]["type"] in ("final", "end")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON: the prompt and the events so far."""
-        return {"prompt": self.prompt, "events": list(self.events)}
+        """Plain JSON: the prompt (or, for a resumed run, the decisions) and the events so far."""
+        out: dict[str, Any] = {"prompt": self.prompt, "events": list(self.events)}
+        if self.decisions is not None:
+            out["decisions"] = dict(self.decisions)
+        return out
 
 
 class Session:
@@ -176,6 +190,11 @@ class Session:
         if self.agent is not None:
             self.agent.reset()
         self.runs.clear()
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """The calls that wait for the page's decision, as plain JSON (none when none wait)."""
+        return [c.to_dict() for c in self.agent.pending] if self.agent is not None else []
 
     def stop(self, reason: str) -> bool:
         """Abort the run in progress, or the one being started; return whether there was one."""
@@ -222,12 +241,35 @@ class Session:
             events = self.agent.run(prompt, signal=run.controller.signal)
         finally:
             self.starting = False
+        self._launch(run, events)
+        return run, dropped
+
+    def resume(self, decisions: Mapping[str, Any]) -> Run:
+        """Resume the paused run on a background task with the page's decisions; its events
+        go to `run.queue`.
+
+        Raises:
+            AerixError: `kind="busy"` during a run; `kind="options"` when no call waits, or
+                for decisions the agent refuses (missing, extra or bad), naming the ids.
+        """
+        if self.busy:
+            raise AerixError(
+                "busy", "a run is already in progress in this session; press Stop or wait for its end"
+            )
+        if self.agent is None or not self.agent.pending:
+            raise AerixError("options", "no call waits for a decision in this session; send a prompt")
+        run = Run(prompt=None, decisions=decisions, model=self.agent.model)
+        self._launch(run, self.agent.resume(decisions, signal=run.controller.signal))
+        return run
+
+    def _launch(self, run: Run, events: AsyncIterator[Any]) -> None:
+        """Drive `run`'s events on a background task."""
         self.current = run
         self.runs.append(run)
         if self._stop_reason is not None:  # stopped while it started: it ends at once, with `abort`
             run.controller.abort(self._stop_reason)
+            self._stop_reason = None
         run.task = asyncio.create_task(self._drive(run, events), name=f"aerix-playground-{self.id[:6]}")
-        return run, dropped
 
     async def _drive(self, run: Run, events: Any) -> None:
         try:
@@ -259,11 +301,16 @@ async def _build(
     return Agent(
         model=model,
         instructions=settings.instructions,
-        tools=[tools[n] for n in settings.tools],
+        tools=[_asking(tools[n], n in settings.approve) for n in settings.tools],
         limits=settings.limits,
         generation={} if settings.temperature is None else {"temperature": settings.temperature},
         hooks=hooks,
     )
+
+
+def _asking(t: Tool, approve: bool) -> Tool:
+    """`t`, its calls waiting for the page's decision when `approve` says so."""
+    return dataclasses.replace(t, needs_approval=True) if approve and not t.needs_approval else t
 
 
 class ModelFailed(Exception):
@@ -312,6 +359,7 @@ def tool_summaries(tools: Sequence[Tool]) -> list[dict[str, Any]]:
         {
             "name": t.name,
             "description": t.description,
+            "needs_approval": t.needs_approval,
             "fields": {
                 n: {"type": f.type, "required": f.required, "description": f.description}
                 for n, f in t.input.items()

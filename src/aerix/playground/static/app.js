@@ -18,12 +18,15 @@ function scrollDown() {
   log.scrollTop = log.scrollHeight;
 }
 
-// One run: the prompt, then a block per generation (its streamed text, usage,
-// and the turn, calls and results, or the retry), then the final or the ending.
+// One run: the prompt (or, for a run that resumes a paused one, its decisions),
+// then a block per generation (its streamed text, usage, and the turn, calls and
+// results, or the retry), then the final or the ending; a paused run's ending
+// holds Approve and Deny buttons for the calls that wait.
 class RunView {
-  constructor(prompt) {
+  constructor(prompt, decisions) {
     this.root = el("section", "run");
-    this.root.append(el("div", "msg user", prompt));
+    if (prompt === null) this.root.append(el("div", "msg resumed", `resumed: ${describeDecisions(decisions || {})}`));
+    else this.root.append(el("div", "msg user", prompt));
     this.open = null; // the generation being streamed
     this.last = null; // the latest generation
     this.count = 0;
@@ -133,7 +136,8 @@ class RunView {
         box.append(el("strong", "", `ended: ${ev.reason}`));
         if (ev.message) box.append(el("span", "", ` · ${ev.message}`));
         this.root.append(box);
-        this.finish(ev.reason);
+        this.finish(ev.reason, (ev.pending || []).map((call) => call.id));
+        if (ev.reason === "paused" && ev.pending) this.root.append(approvalBox(ev.pending));
         break;
       }
       default:
@@ -160,11 +164,19 @@ class RunView {
     return row;
   }
 
-  finish(how) {
+  finish(how, waiting) {
     this.ended = true;
     this.open = null;
-    for (const row of this.calls.values()) {  // a call the run's end cut short has no result
+    for (const [id, row] of this.calls) {  // a call the run's end cut short has no result
       if (row.root.dataset.state === "done") continue;
+      if (waiting && waiting.includes(id)) {  // a paused run's call: its result comes when it resumes
+        row.root.dataset.state = "waiting";
+        row.badge.textContent = "waiting";
+        row.badge.className = "badge waiting";
+        row.result.className = "result waiting";
+        row.result.textContent = "waits for a decision";
+        continue;
+      }
       row.root.dataset.state = "stopped";
       row.badge.textContent = "stopped";
       row.badge.className = "badge stopped";
@@ -181,12 +193,56 @@ class RunView {
   }
 }
 
+// --- approvals --------------------------------------------------------------
+
+function describeDecisions(decisions) {
+  const said = (d) => (d === false || (typeof d === "object" && d !== null && "deny" in d) ? "denied" : "approved");
+  const words = Object.entries(decisions).map(([id, d]) => `${id} ${said(d)}`);
+  return words.join(", ") || "no decisions";
+}
+
+// The calls a paused run waits on, each with Approve and Deny; once each has its
+// decision, they go to `/api/resume` and the run goes on.
+function approvalBox(pending) {
+  const box = el("div", "approvals");
+  box.append(el("div", "approvals-head", "Waiting for your decision before these calls run:"));
+  const decisions = {};
+  for (const call of pending) {
+    const row = el("div", "approval");
+    row.dataset.id = call.id;
+    row.append(el("code", "tool", call.tool), el("code", "input", JSON.stringify(call.input)));
+    for (const [label, value, cls] of [["Approve", true, "approve"], ["Deny", false, "deny"]]) {
+      const button = el("button", cls, label);
+      button.type = "button";
+      button.addEventListener("click", () => {
+        if (running || box.dataset.state === "closed") return;
+        decisions[call.id] = value;
+        row.dataset.choice = cls;
+        for (const b of row.querySelectorAll("button")) b.disabled = true;
+        if (Object.keys(decisions).length === pending.length) {
+          closeApprovals(box);
+          resume(decisions);
+        }
+      });
+      row.append(button);
+    }
+    box.append(row);
+  }
+  return box;
+}
+
+function closeApprovals(box) {
+  box.dataset.state = "closed";
+  for (const b of box.querySelectorAll("button")) b.disabled = true;
+}
+
 // --- settings ---------------------------------------------------------------
 
 let config = null;
 
 function fillSettings(s) {
-  for (const box of document.querySelectorAll("#tools input")) box.checked = s.tools.includes(box.value);
+  for (const box of document.querySelectorAll("#tools input.pick")) box.checked = s.tools.includes(box.value);
+  for (const box of document.querySelectorAll("#tools input.ask")) box.checked = (s.approve || []).includes(box.dataset.tool);
   for (const key of ["turns", "retries", "max_tokens", "result_chars"]) $(key).value = s.limits[key];
   $("temperature").value = s.temperature === null ? "" : s.temperature;
   $("instructions").value = s.instructions;
@@ -201,9 +257,10 @@ function readSettings() {
   const t = $("temperature").value.trim();
   return {
     instructions: $("instructions").value,
-    tools: [...document.querySelectorAll("#tools input:checked")].map((b) => b.value),
+    tools: [...document.querySelectorAll("#tools input.pick:checked")].map((b) => b.value),
     limits,
     temperature: t === "" ? null : Number(t),
+    approve: [...document.querySelectorAll("#tools input.ask:checked")].map((b) => b.dataset.tool),
   };
 }
 
@@ -213,14 +270,23 @@ function showTools(tools) {
   if (!tools.length) box.append(el("p", "hint", "No tools: the model can only answer."));
   for (const t of tools) {
     const label = el("label", "tool-pick");
-    const input = el("input");
+    const input = el("input", "pick");
     input.type = "checkbox";
     input.value = t.name;
     input.checked = true;
     const fields = Object.entries(t.fields).map(([n, f]) => `${n}: ${f.type}${f.required ? "" : "?"}`);
     label.title = `${t.description}\n${fields.join(", ")}`;
+    // Ask first: each call of the tool waits for Approve or Deny (always, for a tool made so).
+    const ask = el("input", "ask");
+    ask.type = "checkbox";
+    ask.dataset.tool = t.name; // no value: `#tools input[value=NAME]` is the tool's own box
+    ask.checked = t.needs_approval;
+    ask.disabled = t.needs_approval;
+    ask.title = "ask first: each call waits for Approve or Deny";
+    const asking = el("label", "ask-first");
+    asking.append(ask, el("span", "", "ask first"));
     label.append(input, el("code", "", t.name), el("span", "desc", t.description));
-    box.append(label);
+    box.append(label, asking);
   }
 }
 
@@ -278,36 +344,36 @@ async function readEvents(response, onEvent) {
   }
 }
 
-async function send(prompt) {
+// Starts a run (`/api/run`, or `/api/resume` with `decisions`) and shows its events as they stream.
+async function stream(path, body, prompt, decisions) {
   notice("");
   setRunning(true);
   let response;
   try {
-    response = await fetch("/api/run", {
+    response = await fetch(path, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ prompt, settings: readSettings() }),
+      body: JSON.stringify(body),
     });
   } catch (err) {
     setRunning(false);
     notice(`The playground server cannot be reached: ${err}`);
-    return;
+    return false;
   }
   if (!response.ok) {
     setRunning(false);
     notice(await errorOf(response), response.status === 409 ? "busy" : "error");
-    return;
+    return false;
   }
-  $("prompt").value = "";
   let view = null;
   try {
     await readEvents(response, (name, data) => {
       if (name === "session") {
         if (data.conversation === "new") log.append(el("div", "divider", "new conversation: the settings changed"));
-        view = new RunView(prompt);
+        view = new RunView(prompt, decisions);
         return;
       }
-      if (!view) view = new RunView(prompt);
+      if (!view) view = new RunView(prompt, decisions);
       if (name === "progress") view.progress(data);
       else view.handle(data);
     });
@@ -316,6 +382,15 @@ async function send(prompt) {
   }
   if (view && !view.ended) view.handle({ type: "end", reason: "error", message: "the stream closed before the run's end" });
   setRunning(false);
+  return true;
+}
+
+async function send(prompt) {
+  if (await stream("/api/run", { prompt, settings: readSettings() }, prompt)) $("prompt").value = "";
+}
+
+async function resume(decisions) {
+  await stream("/api/resume", { decisions }, null, decisions);
 }
 
 async function post(path) {
@@ -337,9 +412,14 @@ async function start() {
   const session = await (await fetch("/api/session")).json();
   fillSettings(session.settings);
   for (const run of session.runs) {
-    const view = new RunView(run.prompt);
+    const view = new RunView(run.prompt, run.decisions);
     for (const ev of run.events) view.handle(ev);
   }
+  // Only the last paused run's calls can still be decided, and only while they wait.
+  const boxes = [...document.querySelectorAll(".approvals")];
+  boxes.forEach((box, i) => {
+    if (i < boxes.length - 1 || !session.pending.length) closeApprovals(box);
+  });
   if (session.busy) notice("A run of this session is still in progress (in another tab).", "busy");
 
   $("ask").addEventListener("submit", (e) => {
@@ -358,7 +438,7 @@ async function start() {
     await post("/api/stop");
   });
   $("reset").addEventListener("click", async () => {
-    if (await post("/api/reset")) {
+    if (await post("/api/reset")) {  // the calls that waited are forgotten with the rest
       for (const node of [...log.children]) if (node.id !== "empty") node.remove();
       $("empty").hidden = false;
       notice("");
