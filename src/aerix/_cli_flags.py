@@ -204,6 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
         "'aerix[mcp]')",
     )
     a.add_argument(
+        "--approve",
+        metavar="TOOL",
+        action="append",
+        help="ask before each call of TOOL (on a terminal: y/n; else the run ends paused, exit status 3); "
+        "all: before every call; none: not before the calls of --mcp tools annotated destructive, which "
+        "ask by default; repeatable (a tool made with needs_approval=True always asks)",
+    )
+    a.add_argument(
         "--tool-choice",
         metavar="CHOICE",
         default="auto",
@@ -285,7 +293,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one prompt and show the run",
         description="Run one prompt and show the run: turns, calls, results, the final and the usage.",
     )
-    run.add_argument("prompt", help="the prompt, or - to read it from stdin")
+    run.add_argument("prompt", nargs="?", help="the prompt, or - to read it from stdin (none with --resume)")
+    r = run.add_argument_group("a paused run")
+    r.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run that ended paused in --session FILE: its waiting calls get --yes or --no, "
+        "or are asked on the terminal",
+    )
+    r.add_argument(
+        "--yes", metavar="ID", action="append", default=[], help="with --resume: run call ID (all: every one)"
+    )
+    r.add_argument(
+        "--no",
+        metavar="ID[=REASON]",
+        action="append",
+        default=[],
+        help="with --resume: refuse call ID, saying why if REASON is given (all: every one)",
+    )
     commands.add_parser(
         "chat",
         parents=[common],

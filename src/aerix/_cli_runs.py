@@ -1,4 +1,9 @@
-"""The command's runs: one prompt (`aerix run`), a conversation (`aerix chat`), and Ctrl-C."""
+"""The command's runs: one prompt (`aerix run`), a conversation (`aerix chat`), and Ctrl-C.
+
+A run that ends paused (calls wait for a decision: `--approve`) is asked about on the
+terminal and resumed there; without a terminal the command says how to resume it and
+exits with status 3 (`PAUSED`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from types import FrameType
 from typing import Any, TextIO
 
@@ -17,12 +22,15 @@ import aerix
 from aerix import AbortController, AbortSignal, Agent
 
 from ._checks import unencodable
+from ._cli_approve import ask, on_terminal, resume_hint
 from ._cli_flags import cli_hints
 from ._console import Printer
 
-__all__ = ["ABORT_REASON", "CtrlC", "chat", "run_prompt"]
+__all__ = ["ABORT_REASON", "PAUSED", "CtrlC", "chat", "run_prompt"]
 
 ABORT_REASON = "interrupted (Ctrl-C)"
+PAUSED = 3
+"""The exit status of a run that ended paused, its calls waiting for a decision."""
 
 
 class CtrlC:
@@ -98,29 +106,71 @@ class CtrlC:
             raise KeyboardInterrupt
 
 
-async def _drive(agent: Agent, prompt: str, printer: Printer, signal: AbortSignal) -> aerix.AgentEvent | None:
+async def _drive(events: AsyncIterator[aerix.AgentEvent], printer: Printer) -> aerix.AgentEvent | None:
     """One run, shown as it goes; its last event (the final or the end)."""
     printer.run_started()
     started = time.monotonic()
     last: aerix.AgentEvent | None = None
-    async for ev in agent.run(prompt, signal=signal):
+    async for ev in events:
         printer.event(ev)
         last = ev
     printer.run_done(time.monotonic() - started)
     return last
 
 
+def _paused(last: aerix.AgentEvent | None) -> bool:
+    return isinstance(last, aerix.EndEvent) and last.reason == "paused"
+
+
+def _settle(
+    agent: Agent,
+    last: aerix.AgentEvent | None,
+    printer: Printer,
+    ctrl_c: CtrlC,
+    runner: asyncio.Runner,
+    session: Mapping[str, str] | None,
+) -> aerix.AgentEvent | None:
+    """While the run ends paused: ask on the terminal and resume; without one, say how to
+    resume (the last event stays the paused ending)."""
+    while isinstance(last, aerix.EndEvent) and last.reason == "paused":
+        if not on_terminal():
+            sys.stderr.write(f"aerix: {resume_hint(last.pending, session)}\n")
+            break
+        decisions = ask(last.pending, write=printer.note)
+        with ctrl_c.run() as signal:
+            last = runner.run(_drive(agent.resume(decisions, signal=signal), printer))
+    return last
+
+
 def run_prompt(
-    agent: Agent, prompt: str, printer: Printer, ctrl_c: CtrlC, runner: asyncio.Runner, *, json: bool
+    agent: Agent,
+    prompt: str | None,
+    printer: Printer,
+    ctrl_c: CtrlC,
+    runner: asyncio.Runner,
+    *,
+    json: bool,
+    decisions: Mapping[str, Any] | None = None,
+    session: Mapping[str, str] | None = None,
 ) -> int:
-    """`aerix run`: one run; the exit status (0 for a final, else 1)."""
+    """`aerix run`: one run, or (`prompt` `None`) the paused one resumed with `decisions`; the
+    exit status (0 for a final, `PAUSED` for a run that ends paused, else 1).
+
+    Args:
+        session: `--session` and `--session-id` as given, for the way to resume a paused run.
+    """
     with ctrl_c.run() as signal:
-        last = runner.run(_drive(agent, prompt, printer, signal))
+        if prompt is None:
+            events = agent.resume(decisions or {}, signal=signal)
+        else:
+            events = agent.run(prompt, signal=signal)
+        last = runner.run(_drive(events, printer))
+    last = _settle(agent, last, printer, ctrl_c, runner, session)
     if isinstance(last, aerix.FinalEvent):
         return 0
-    if json and isinstance(last, aerix.EndEvent):  # the human output already said it
+    if json and isinstance(last, aerix.EndEvent) and not _paused(last):  # the human output already said it
         sys.stderr.write(f"aerix: the run ended without a final ({last.reason}): {cli_hints(last.message)}\n")
-    return 1
+    return PAUSED if _paused(last) else 1
 
 
 _COMMAND = re.compile(r"/[a-z]+")
@@ -128,13 +178,22 @@ _HELP = "/reset forgets the conversation; /exit (or EOF) ends"
 
 
 def chat(
-    agent: Agent, printer: Printer, ctrl_c: CtrlC, runner: asyncio.Runner, *, model_name: str, json: bool
+    agent: Agent,
+    printer: Printer,
+    ctrl_c: CtrlC,
+    runner: asyncio.Runner,
+    *,
+    model_name: str,
+    json: bool,
+    session: Mapping[str, str] | None = None,
 ) -> int:
-    """`aerix chat`: a run per line of stdin, in one conversation, until `/exit` or the end of stdin.
+    """`aerix chat`: a run per line of stdin, in one conversation, until `/exit` or the end of stdin
+    (or, without a terminal, a run that ends paused: exit status `PAUSED`).
 
     Args:
         model_name: The model, as the banner names it on a terminal.
         json: The events go to stdout as JSON lines, so the `> ` prompt goes to stderr.
+        session: `--session` and `--session-id` as given, for the way to resume a paused run.
     """
     interactive = _isatty(sys.stdin)
     if interactive:
@@ -162,7 +221,9 @@ def chat(
             printer.note(f"(not sent: the line{problem})")
             continue
         with ctrl_c.run() as signal:
-            runner.run(_drive(agent, text, printer, signal))
+            last = runner.run(_drive(agent.run(text, signal=signal), printer))
+        if _paused(_settle(agent, last, printer, ctrl_c, runner, session)):
+            return PAUSED
 
 
 def _read_line(interactive: bool, *, to_stderr: bool) -> str | None:

@@ -255,7 +255,11 @@ class HumanPrinter:
             case EndEvent():
                 text = self._messages(ev.message) if self._messages is not None else ev.message
                 message = f": {text}" if text else ""
-                self._line(self._paint(f"{s.end} end ({ev.reason}){message}", "red"))
+                color = "yellow" if ev.reason == "paused" else "red"
+                self._line(self._paint(f"{s.end} end ({ev.reason}){message}", color))
+                for call in ev.pending:  # each waiting call as the model wrote it
+                    args = json.dumps(call.input, ensure_ascii=False, separators=(",", ":"))
+                    self._line(f"  ? {call.id} {self._paint(call.tool, 'bold')} {args}")
 
     def run_started(self) -> None:
         """A run begins: count afresh and start the spinner."""

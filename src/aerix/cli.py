@@ -11,7 +11,9 @@ so everything it does a program can do too.
 
 Exit status: 0 when the run ends with a final (and when `chat` ends), 1 when
 a run ends otherwise or the model (or an `--mcp` server) cannot be started, 2
-for bad usage or a bad option value, 130 when a second Ctrl-C quits.
+for bad usage or a bad option value, 3 when a run ends paused with no terminal
+to ask on (its calls wait for a decision: `--approve`, `--resume`), 130 when a
+second Ctrl-C quits.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import aerix
 import aerix.engines
 from aerix import AerixError, Agent, Limits, Model
 
 from ._checks import unencodable
+from ._cli_approve import approving, resume_decisions
 from ._cli_flags import (
     API_KEY_ENV,
     DEFAULT_INSTRUCTIONS,
@@ -84,17 +87,19 @@ def main(argv: Sequence[str] | None = None, *, model: Model | None = None) -> in
         # line): with --json, stdout holds only events.
         notes = _to_stderr("aerix: ") if args.json else printer.note
         with CtrlC() as ctrl_c, _library_notes(notes):
-            prompt = _prompt(args.prompt) if args.command == "run" else ""
+            prompt = _run_prompt(args) if args.command == "run" else ""
             runner = asyncio.Runner()
             servers = contextlib.AsyncExitStack()  # the --mcp servers, entered on the runner's loop
             owned: Model | None = None
             try:
                 agent, owned = _setup(args, model, spinner, runner, servers)
                 ctrl_c.check()  # a Ctrl-C while the model loaded
+                shown = {"json": args.json, "session": _session_flags(args)}
                 if args.command == "run":
-                    return run_prompt(agent, prompt, printer, ctrl_c, runner, json=args.json)
+                    decided = _resume(agent, args) if prompt is None else None  # --resume
+                    return run_prompt(agent, prompt, printer, ctrl_c, runner, decisions=decided, **shown)
                 name = args.server or args.model or DEFAULT_MODEL
-                return chat(agent, printer, ctrl_c, runner, model_name=name, json=args.json)
+                return chat(agent, printer, ctrl_c, runner, model_name=name, **shown)
             finally:
                 with ctrl_c.held():  # a Ctrl-C must not cut the servers' or the engine's shutdown short
                     try:
@@ -196,9 +201,9 @@ def _setup(
         picked += [(t, f"--mcp {value!r}") for t in _enter(server, runner, servers, spinner)]
     try:
         check_unique(picked)
+        tools = approving([t for t, _ in picked], args.approve)
     except Refused as exc:
         raise Failure(exc.message, exc.code) from None
-    tools = [t for t, _ in picked]
     owned = None if model is not None else _open_model(args, spinner)
     engine = model if model is not None else owned
     assert engine is not None
@@ -369,6 +374,40 @@ def _shutdown(runner: asyncio.Runner, engine: Model | None) -> None:
         close = getattr(engine, "close", None)
         if close is not None:
             close()
+
+
+def _run_prompt(args: argparse.Namespace) -> str | None:
+    """`aerix run`'s prompt, checked; `None` with `--resume`, which takes none."""
+    if args.resume:
+        if args.prompt is not None:
+            raise Failure("--resume takes no prompt: it goes on with the paused run's own", 2)
+        if _session_flags(args) is None:
+            raise Failure("--resume needs --session FILE: the session where the paused run's calls wait", 2)
+        return None
+    if args.yes or args.no:
+        raise Failure("--yes and --no decide the calls of a paused run: give them with --resume", 2)
+    if args.prompt is None:
+        raise Failure("the following arguments are required: prompt (or --resume, with --session FILE)", 2)
+    return _prompt(args.prompt)
+
+
+def _session_flags(args: argparse.Namespace) -> dict[str, str] | None:
+    """`--session` and `--session-id` as given (`None` without a session), to say them back."""
+    path = getattr(args, "session", None)
+    if path is None:
+        return None
+    flags = {"--session": path}
+    if getattr(args, "session_id", None) not in (None, "default"):
+        flags["--session-id"] = args.session_id
+    return flags
+
+
+def _resume(agent: Agent, args: argparse.Namespace) -> dict[str, Any]:
+    """The decisions on the paused run's calls: `--yes` and `--no`, the rest asked on the terminal."""
+    try:
+        return resume_decisions(agent.pending, args.yes, args.no, _session_flags(args) or {})
+    except Refused as exc:
+        raise Failure(exc.message, exc.code) from None
 
 
 def _prompt(text: str) -> str:
