@@ -114,6 +114,18 @@ def test_a_paused_turn_names_its_waiting_calls_with_their_reasons() -> None:
     assert highest_id([], paused) == 3 and highest_id([]) == 0
 
 
+def test_a_paused_turn_knows_when_a_conversation_holds_its_results_already() -> None:
+    paused = _paused()
+    assert not paused.settled_in([{"role": "user", "content": "Results:\n[call_7 add] 2"}])
+    assert not paused.settled_in([{"role": "assistant", "content": "[call_1 delete] done"}])
+    kept = [
+        *paused.messages,
+        {"role": "user", "content": "Results:\n[call_1 delete] deleted a\n[call_2 add] 2"},
+    ]
+    assert paused.settled_in(kept)
+    assert paused.settled_in([*kept, {"role": "assistant", "content": '{"final":"ok"}'}])
+
+
 def test_a_paused_turn_goes_through_json_and_back_whole() -> None:
     paused = _paused()
     again = Paused.of_json(json.loads(json.dumps(paused.to_json())), TOOLS, "state['pending']")

@@ -116,6 +116,19 @@ class Paused:
         waiting = ", ".join(f"{s.call.id} {s.call.tool} ({s.reason})" for s in self.slots if s.result is None)
         return f"waiting for a decision: {waiting}"
 
+    def settled_in(self, messages: Sequence[ChatMessage]) -> bool:
+        """Whether `messages` hold a result of one of this turn's calls already: the turn joined
+        the conversation, and this waiting state is stale (a session that kept the completed turn,
+        but not yet that no call waits). Call ids are unique within a conversation.
+
+        Args:
+            messages: A conversation.
+        """
+        ids = {s.call.id.removeprefix("call_") for s in self.slots}
+        return any(
+            n in ids for m in messages if m["role"] == "user" for n in _RESULT_ID.findall(m["content"])
+        )
+
     def done(self, call_id: str, text: str, error: bool) -> Paused:
         """This turn with the result of one of its waiting calls in."""
         slots = tuple(
