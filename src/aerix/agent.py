@@ -32,16 +32,29 @@ from ._checks import check_agent_options, check_calls_per_turn, check_run_args, 
 from ._contract import Contract
 from ._guard import Aborted, Handout, aborted
 from ._handover import handover
+from ._history import Store, check_messages
 from ._hooks import on_final
 from ._lifecycle import NO_RETRY, Lifecycle, Retry, Run, Started
 from ._observe import observe
 from ._portal import iterate
 from ._stream import Reply
+from ._window import Window
 from .abort import AbortSignal
 from .errors import AerixError, message_of
-from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
-from .model import ChatMessage, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
+from .events import (
+    AgentEvent,
+    Call,
+    EndEvent,
+    FinalEvent,
+    ResultEvent,
+    RetryEvent,
+    TextEvent,
+    TrimEvent,
+    TurnEvent,
+)
+from .model import ChatMessage, ContextExceeded, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import Hooks, Limits, ToolChoice, check_generation
+from .sessions import Session
 from .tools import Tool, json_copy
 from .turn import BadTurn, Turn, fit_text, json_closed, render_results, render_retry
 
@@ -83,6 +96,13 @@ class Agent:
             process too): this agent, with the same tools, takes its
             conversation and the calls that wait for a decision, and `resume`
             goes on from there.
+        messages: The conversation to start from (another agent's `messages`, or
+            `json.loads` of them): user and assistant messages, each exactly `role`
+            and `content`. The next call id follows the highest its results name.
+        session: A `Session` (`aerix.sessions.SQLiteSession`) that keeps the
+            conversation and the calls that wait: the agent takes them from it (now
+            if its `load` is synchronous, else before the first run or resume) and
+            appends every message as it commits it.
 
     Raises:
         AerixError: `kind="options"`, naming the bad option and value (for
@@ -105,9 +125,18 @@ class Agent:
         concurrent_calls: bool = False,
         name: str | None = None,
         state: Mapping[str, Any] | None = None,
+        messages: Iterable[ChatMessage] | None = None,
+        session: Session | None = None,
         **unknown: Never,
     ) -> None:
         check_agent_options(unknown, model, instructions, constrain, concurrent_calls, name)
+        given = [
+            n for n, v in (("state", state), ("messages", messages), ("session", session)) if v is not None
+        ]
+        if len(given) > 1:
+            raise AerixError(
+                "options", f"give one of state=, messages= and session=, not {' and '.join(given)}"
+            )
         self._tools = types.MappingProxyType(check_tools(tools))
         self._tool_list = tuple(self._tools.values())
         self._limits = Limits.of(limits)
@@ -132,6 +161,8 @@ class Agent:
         self._tool_texts = [fit_text(t) for t in self._tool_list]
         """The tools as a `ToolFit` model reads them."""
         self._messages: list[ChatMessage] = []
+        self._window = Window()
+        """What is sent of the conversation when it outgrows the context (`_window`)."""
         self._next_id = 0
         self._life = Lifecycle()
         self._paused: Paused | None = None
@@ -140,6 +171,10 @@ class Agent:
             messages, self._paused = check_state(state, self._tools)
             self._messages = list(messages)
             self._next_id = highest_id(messages, self._paused)
+        self._store = Store(session)
+        if messages is not None:
+            self._restore(check_messages(messages))
+        self._store.load_now(self._restore, self._restore_pending)
 
     @property
     def name(self) -> str | None:
@@ -195,11 +230,20 @@ class Agent:
         paused = None if self._paused is None else self._paused.to_json()
         return {"messages": [dict(m) for m in self.messages], "pending": paused}
 
-    def reset(self) -> None:
-        """Forget the conversation.
+    @property
+    def session(self) -> Session | None:
+        """The session that keeps the conversation, if the agent was given one."""
+        return self._store.session
+
+    def reset(self, messages: Iterable[ChatMessage] | None = None) -> None:
+        """Forget the conversation and any calls that wait, or start again from `messages`.
+
+        A session is cleared too (a synchronous one before this returns, an async
+        one before the next run), then given `messages`.
 
         Raises:
-            AerixError: `kind="busy"` during a run.
+            AerixError: `kind="busy"` during a run; `kind="options"` for a bad message,
+                naming its index (nothing changes then).
         """
         try:
             self._life.check_idle()
@@ -207,8 +251,9 @@ class Agent:
             raise AerixError(
                 "busy", "cannot reset the agent during a run; abort it or wait for its end"
             ) from None
-        self._messages.clear()
-        self._next_id = 0
+        kept = [] if messages is None else check_messages(messages)
+        self._store.reset(kept)
+        self._restore(kept)
         self._paused = None
 
     # -- running ---------------------------------------------------------------
@@ -347,6 +392,7 @@ class Agent:
             started.run = run
         guard, consumer = run.guard, run.consumer
         try:
+            await self._store.ready(self._restore, self._restore_pending)
             async with aclosing(self._play(run)) as play:
                 guard.arm()
                 async for ev in play:
@@ -355,7 +401,9 @@ class Agent:
                     consumer.hand(guard.disarm())
                     yield ev
                     guard.arm()  # raises `Aborted` if the run was aborted, or freed, meanwhile
+                    await self._store.flush()  # an async session's writes, as turns complete
             ending = self._ending(run)
+            await self._store.flush()
         except (asyncio.CancelledError, Exception) as exc:
             failure = self._failure(run, exc)
             if failure is None:  # the consumer's task is being cancelled: no ending, as Python expects
@@ -368,25 +416,42 @@ class Agent:
     async def _play(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
         """What a run does: generations until a final is accepted, a bad turn has no retry
         left, or `limits.turns` is reached (`_ending` says which); or a turn's calls wait."""
+        self._window.begin(self._messages, run.pending or (self._paused.messages if self._paused else ()))
         if run.decided is not None:
             async for ev in self._resumed(run):
                 yield ev
         else:
             await self._choose_first(run)
         while run.generation < self._limits.turns:
+            for trim in self._fit(run):
+                yield trim
             run.generation += 1
             reply = run.reply = Reply()  # checks each delta against the stream protocol
             stream = self._generate(run)
+            refused: ContextExceeded | None = None
+            began = False
             try:
                 async for delta in stream:
+                    began = True
                     if text := reply.take(delta):
                         yield TextEvent(text=text)
                     reply.note(delta)  # is it the done delta
+            except ContextExceeded as exc:
+                if began:  # after a delta: an engine failure, as any other
+                    raise
+                refused = exc
             finally:  # close the stream, whatever happened (an async generator can be closed)
                 if (aclose := getattr(stream, "aclose", None)) is not None:
                     await aclose()
+            if refused is not None:  # no generation: it counts against neither turns nor retries
+                run.generation -= 1
+                for trim in self._fit(run, refused):
+                    yield trim
+                continue
             reply.end(run.signal)
-            yield reply.usage()
+            usage = reply.usage()
+            self._window.used(usage.prompt_tokens)
+            yield usage
             turn = self._contract.parse(reply.text, run.choice)  # a typed final: checked, converted
             if isinstance(turn, BadTurn):
                 retry = self._retry(run, turn)
@@ -427,6 +492,7 @@ class Agent:
             async for ev in played:
                 if isinstance(ev, ResultEvent):
                     paused = self._paused = paused.done(ev.id, ev.text, ev.error)
+                    self._store.save_pending(paused.to_json() if paused.pending else None)
                     if not paused.pending:
                         self._paused = None
                         run.pending[:] = paused.messages[:-1]
@@ -445,15 +511,39 @@ class Agent:
             if fit is not None:
                 run.choice = "required" if fit else "none"
 
+    def _fit(self, run: Run, refused: ContextExceeded | None = None) -> list[TrimEvent]:
+        """Send less of the conversation: after the engine refused it as too long, or before
+        sending what would not fit the model's `context_window` (`_window`).
+
+        Raises:
+            ContextExceeded: After a refusal, nothing is left to leave out or shorten.
+        """
+        window, max_tokens = _context_window(self._model), self._limits.max_tokens
+        system, tail = self._system["content"], [*run.pending, *run.retry.messages]
+        if refused is None:
+            return self._window.before(
+                self._messages, system=system, tail=tail, context_window=window, max_tokens=max_tokens
+            )
+        return self._window.refused(
+            self._messages,
+            system=system,
+            tail=tail,
+            refused=refused,
+            context_window=window,
+            max_tokens=max_tokens,
+        )
+
     def _generate(self, run: Run) -> AsyncIterator[Delta]:
-        """Ask the model for one generation: the conversation so far, under the turn's schema."""
+        """Ask the model for one generation: the conversation so far (what fits of it), under
+        the turn's schema."""
         opts: GenerateOptions = {**self._generation}  # type: ignore[typeddict-item]
         opts["max_tokens"] = self._limits.max_tokens
         opts["signal"] = run.signal
-        opts["handover"] = handover(self._system, self._messages, run.pending)
+        messages = self._window.prompt(self._system, self._messages, [*run.pending, *run.retry.messages])
+        opts["handover"] = handover(self._system, messages[1 : len(messages) - len(run.retry.messages)], ())
         if self._constrain:
             opts["constraint"] = {"json": self._contract.schema(run.choice, run.retry.short)}
-        stream = self._model.chat([self._system, *self._messages, *run.pending, *run.retry.messages], opts)
+        stream = self._model.chat(messages, opts)
         if not hasattr(stream, "__aiter__"):
             if inspect.iscoroutine(stream):
                 stream.close()  # never awaited: closed, so Python does not warn of it
@@ -504,11 +594,12 @@ class Agent:
     def _commit(self, run: Run, answer: str | None = None) -> None:
         """Keep a completed turn (the one place a conversation grows): the pending prompt, the
         reply, and the results or the continue text."""
-        self._messages += run.pending
-        run.pending.clear()
-        self._messages.append({"role": "assistant", "content": run.reply.text})
+        kept: list[ChatMessage] = [*run.pending, {"role": "assistant", "content": run.reply.text}]
         if answer is not None:
-            self._messages.append({"role": "user", "content": answer})
+            kept.append({"role": "user", "content": answer})
+        run.pending.clear()
+        self._messages += kept
+        self._store.append(kept)  # a synchronous session's now; an async one's at the next event
 
     def _ending(self, run: Run) -> FinalEvent | EndEvent:
         """The ending of a run that played to its end: its final, or the limit it stopped at."""
@@ -516,6 +607,7 @@ class Agent:
             return run.final
         if run.paused is not None:  # the agent waits from now on: `pending`, `resume`
             self._paused = run.paused
+            self._store.save_pending(run.paused.to_json())  # a session keeps the waiting calls too
             return EndEvent(reason="paused", message=run.paused.message, pending=run.paused.pending)
         limits, retry, n = self._limits, run.retry, run.generation
         if not retry.failures:
@@ -549,6 +641,19 @@ class Agent:
             return aborted(signal)
         return EndEvent(reason="error", message=message_of(exc))
 
+    def _restore(self, messages: list[ChatMessage]) -> None:
+        """Take `messages` as the conversation; the next call id follows the highest they name."""
+        self._messages = messages
+        self._window = Window()
+        self._next_id = highest_id(messages, self._paused)
+
+    def _restore_pending(self, pending: Mapping[str, Any] | None) -> None:
+        """Take the calls a session keeps waiting for a decision."""
+        self._paused = (
+            None if pending is None else Paused.of_json(pending, self._tools, "the session's pending")
+        )
+        self._next_id = highest_id(self._messages, self._paused)
+
     def _new_id(self) -> str:
         self._next_id += 1
         return f"call_{self._next_id}"
@@ -557,3 +662,12 @@ class Agent:
         name = "" if self._name is None else f"name={self._name!r}, "
         model = type(self._model).__name__
         return f"Agent({name}model={model}, tools={list(self._tools)}, limits={self._limits})"
+
+
+def _context_window(model: object) -> int | None:
+    """The model's `context_window`, where it says one (a whole number of tokens)."""
+    try:
+        window = getattr(model, "context_window", None)
+    except Exception:  # a property that fails says nothing
+        return None
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
