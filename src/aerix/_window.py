@@ -16,14 +16,19 @@ next refusal; each refusal leaves out at least one more exchange. Results are
 shortened one by one, oldest first (the newest turn's last), just until the
 estimate fits, and at least one more for each refusal. When neither is left, `fit`
 returns no step, and the run ends with an error (`no_room`).
+
+An agent holds a `Window`: what it sends, kept from run to run, which also trims
+before sending when the model says its `context_window` and the estimate exceeds it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .events import TrimEvent
 from .model import ChatMessage, ContextExceeded
 
 __all__ = [
@@ -32,6 +37,7 @@ __all__ = [
     "TOKENS_PER_CHAR",
     "Sent",
     "Step",
+    "Window",
     "exchange_starts",
     "fit",
     "no_room",
@@ -77,6 +83,108 @@ class Step:
     """How many messages this step stopped sending (0 for a step that shortens results)."""
     kept: int
     """How many messages after the system message are still sent."""
+
+
+class Window:
+    """What an agent sends of its conversation, kept from run to run so that the prompt's
+    start stays the same until the next trim (a new `Window` for a new conversation).
+
+    Besides trimming after a refusal (`refused`), it trims before sending (`before`) when
+    the model says its `context_window` and the prompt would not fit it by the estimate:
+    the tokens per character of the last prompt the engine took (`used`).
+    """
+
+    def __init__(self) -> None:
+        self.sent = Sent()
+        """What is sent now."""
+        self._run_start = 0
+        self._chars = 0
+        """The characters of the messages' contents of the last prompt (`prompt`)."""
+        self._rate = TOKENS_PER_CHAR
+        """Tokens per character of the last prompt an engine took."""
+
+    def begin(self, conversation: Sequence[ChatMessage], upcoming: Sequence[ChatMessage]) -> None:
+        """A run begins on `conversation`; `upcoming` will join it first (the run's prompt, or
+        a resumed run's paused turn). The exchange they belong to is the run's: never left out."""
+        self._run_start = exchange_starts([*conversation, *upcoming])[-1]
+        if self.sent.left_out > self._run_start:  # a shorter conversation than the one trimmed
+            self.sent = Sent()
+
+    def prompt(
+        self, system: ChatMessage, conversation: Sequence[ChatMessage], tail: Sequence[ChatMessage]
+    ) -> list[ChatMessage]:
+        """The prompt to send: the system message, what is sent of `conversation`, `tail`."""
+        messages = [system, *sent_messages(conversation, self.sent), *tail]
+        self._chars = _chars(messages)
+        return messages
+
+    def used(self, prompt_tokens: int) -> None:
+        """The engine took the last `prompt` as `prompt_tokens` tokens (0: it did not say)."""
+        if prompt_tokens > 0 and self._chars > 0:
+            self._rate = prompt_tokens / self._chars
+
+    def before(
+        self,
+        conversation: Sequence[ChatMessage],
+        *,
+        system: str,
+        tail: Sequence[ChatMessage],
+        context_window: int | None,
+        max_tokens: int,
+    ) -> list[TrimEvent]:
+        """The trims to make before sending, when the prompt would not fit `context_window` by
+        the estimate; none where it would, or where nothing is left to trim (the engine then
+        says whether it fits)."""
+        if context_window is None:
+            return []
+        chars = len(system) + _chars(sent_messages(conversation, self.sent)) + _chars(tail)
+        estimate = math.ceil(self._rate * chars)
+        if estimate + max_tokens <= context_window:
+            return []
+        try:
+            return self.refused(
+                conversation,
+                system=system,
+                tail=tail,
+                refused=ContextExceeded(estimate, context_window),
+                context_window=context_window,
+                max_tokens=max_tokens,
+            )
+        except ContextExceeded:
+            return []
+
+    def refused(
+        self,
+        conversation: Sequence[ChatMessage],
+        *,
+        system: str,
+        tail: Sequence[ChatMessage],
+        refused: ContextExceeded,
+        context_window: int | None,
+        max_tokens: int,
+    ) -> list[TrimEvent]:
+        """Send less after the engine refused the prompt (`fit`): the trims, as events.
+
+        Raises:
+            ContextExceeded: Nothing is left to leave out or shorten (`no_room` says so).
+        """
+        steps = fit(
+            conversation,
+            self.sent,
+            run_start=self._run_start,
+            system=system,
+            tail=tail,
+            refused=refused,
+            context_window=context_window,
+            max_tokens=max_tokens,
+        )
+        if not steps:
+            window = refused.context_window or context_window or 0
+            raise ContextExceeded(
+                refused.prompt_tokens, window, no_room(refused, context_window, max_tokens)
+            ) from refused
+        self.sent = steps[-1].sent
+        return [TrimEvent(dropped=step.dropped, kept=step.kept) for step in steps]
 
 
 def exchange_starts(messages: Sequence[ChatMessage]) -> list[int]:
