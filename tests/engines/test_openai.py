@@ -1263,3 +1263,31 @@ async def test_an_agent_abort_mid_stream_ends_with_abort_and_hangs_up() -> None:
     end = events[-1]
     assert isinstance(end, EndEvent)
     assert end.reason == "abort"
+
+
+async def test_an_agent_trims_its_conversation_when_the_server_refuses_it() -> None:
+    from aerix import Agent
+    from aerix.events import FinalEvent, TrimEvent
+
+    async def handler(conn: Conn) -> None:
+        messages = conn.request.json()["messages"]
+        size = sum(len(m["content"]) for m in messages) // 4
+        if size + 64 > 600:  # vLLM's refusal of a prompt that leaves no room for max_tokens
+            await conn.send(400, _nested(VLLM_0_18.replace("3585", str(size)).replace("4096", "600"), "x"))
+        else:
+            await stream(*sse_body('{"final": "ok"}'))(conn)
+
+    async with serving(handler) as (server, engine):
+        agent = Agent(model=engine, limits={"max_tokens": 64})
+        trims = []
+        for k in range(6):
+            async with asyncio.timeout(GUARD):
+                events = [ev async for ev in agent.run(f"question {k}: " + "x" * 600)]
+            assert isinstance(events[-1], FinalEvent), events[-1]
+            trims += [ev for ev in events if isinstance(ev, TrimEvent)]
+    assert trims and all(t.dropped > 0 for t in trims)
+    assert len(agent.messages) == 12
+    refused = [
+        r for r in server.requests if sum(len(m["content"]) for m in r.json()["messages"]) // 4 + 64 > 600
+    ]
+    assert len(refused) == len(trims)  # one refusal for each trim, none wasted
