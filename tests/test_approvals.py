@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from aerix import (
     tool,
 )
 from aerix._approvals import NEEDS_APPROVAL, Paused, Slot, Verdict, check_decisions, highest_id
+from aerix.sessions import SQLiteSession
 from aerix.testing import Fail, ScriptedModel, Stall
 
 # -- the tool's flag and the ending --------------------------------------------------------
@@ -788,3 +790,79 @@ async def test_a_hook_that_aborts_the_run_and_pauses_its_call_ends_with_abort() 
     assert [ev.type for ev in events] == ["text", "usage", "turn", "end"]
     assert events[-1] == EndEvent(reason="abort", message="the hook stopped it")
     assert agent.pending == ()
+
+
+# -- with a session ------------------------------------------------------------------------------
+
+
+async def test_a_session_keeps_the_waiting_calls_for_another_agent_and_forgets_them_once_resumed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chats.db"
+    first, _ = paused_agent(session=SQLiteSession(path))
+    await collect(first.run("tidy up"))
+    assert SQLiteSession(path).load_pending() == first.state()["pending"]
+    assert SQLiteSession(path).load() == []  # the paused turn joins when the run resumes
+    model = ScriptedModel([final("tidied")])
+    second = Agent(model=model, tools=[add, wipe], calls_per_turn=2, session=SQLiteSession(path))
+    assert second.pending == first.pending
+    assert (await collect(second.resume({"call_2": True})))[-1] == FinalEvent(text="tidied")
+    assert SQLiteSession(path).load_pending() is None
+    assert [m["content"] for m in SQLiteSession(path).load()] == [
+        "tidy up",
+        TIDY,
+        "Results:\n[call_1 add] 3\n[call_2 wipe] deleted a.txt",
+        final("tidied"),
+    ]
+
+
+async def test_a_session_keeps_each_decided_result_of_a_resumed_run_that_stops(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    model = ScriptedModel([turn(("wipe", {"path": "a"}), ("wipe", {"path": "b"})), final()])
+    agent = Agent(model=model, tools=[wipe], calls_per_turn=2, session=SQLiteSession(path))
+    await collect(agent.run("go"))
+    async for ev in agent.resume({"call_1": True, "call_2": True}):
+        if ev.type == "result":
+            break  # the consumer leaves after the first result
+    kept = SQLiteSession(path).load_pending()
+    assert kept is not None and [c.get("result") for c in kept["calls"]] == ["deleted a", None]
+    again = Agent(model=ScriptedModel([final()]), tools=[wipe], calls_per_turn=2, session=SQLiteSession(path))
+    assert [c.id for c in again.pending] == ["call_2"]
+
+
+async def test_a_session_that_kept_the_resumed_turn_but_not_that_none_wait_is_not_paused(
+    tmp_path: Path,
+) -> None:
+    class Dies(SQLiteSession):
+        """Fails to write that no call waits, as a process killed right then would."""
+
+        def save_pending(self, pending: Any) -> None:
+            if pending is None:
+                raise OSError("killed")
+            super().save_pending(pending)
+
+    path = tmp_path / "chats.db"
+    agent, _ = paused_agent(final(), session=Dies(path))
+    await collect(agent.run("tidy up"))
+    events = await collect(agent.resume({"call_2": True}))
+    assert events[-1] == EndEvent(reason="error", message="killed")
+    assert SQLiteSession(path).load_pending() is not None  # stale: the turn is in the conversation
+    again = Agent(model=ScriptedModel([final()]), tools=[add, wipe], session=SQLiteSession(path))
+    assert again.pending == () and len(again.messages) == 3
+    assert (await collect(again.run("more?")))[-1] == FinalEvent(text="done")
+
+
+async def test_reset_clears_the_waiting_calls_a_session_keeps(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    agent, _ = paused_agent(session=SQLiteSession(path))
+    await collect(agent.run("tidy up"))
+    agent.reset()
+    assert SQLiteSession(path).load_pending() is None and agent.pending == ()
+
+
+def test_state_goes_with_neither_messages_nor_session(tmp_path: Path) -> None:
+    state = {"messages": [], "pending": None}
+    for other in ({"messages": []}, {"session": SQLiteSession(tmp_path / "s.db")}):
+        with pytest.raises(AerixError) as caught:
+            Agent(model=ScriptedModel([]), state=state, **other)
+        assert caught.value.kind == "options" and "state=" in caught.value.message

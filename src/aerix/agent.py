@@ -492,12 +492,16 @@ class Agent:
             async for ev in played:
                 if isinstance(ev, ResultEvent):
                     paused = self._paused = paused.done(ev.id, ev.text, ev.error)
-                    self._store.save_pending(paused.to_json() if paused.pending else None)
-                    if not paused.pending:
+                    if paused.pending:
+                        self._store.save_pending(paused.to_json())
+                    else:
                         self._paused = None
                         run.pending[:] = paused.messages[:-1]
                         run.reply.text = paused.messages[-1]["content"]  # the paused turn's reply
                         self._commit(run, render_results(paused.results, paused.dropped))
+                        # after the turn is kept: killed in between, the session's stale waiting
+                        # state is dropped when it is loaded (`_restore_pending`)
+                        self._store.save_pending(None)
                         if paused.answer_next:  # a call past `limits.repeats`: the next turn may only answer
                             run.choice = "none"
                 yield ev
@@ -648,10 +652,10 @@ class Agent:
         self._next_id = highest_id(messages, self._paused)
 
     def _restore_pending(self, pending: Mapping[str, Any] | None) -> None:
-        """Take the calls a session keeps waiting for a decision."""
-        self._paused = (
-            None if pending is None else Paused.of_json(pending, self._tools, "the session's pending")
-        )
+        """Take the calls a session keeps waiting for a decision (none, if the conversation holds
+        their results already: the session kept the completed turn, not yet that none wait)."""
+        paused = None if pending is None else Paused.of_json(pending, self._tools, "the session's pending")
+        self._paused = None if paused is None or paused.settled_in(self._messages) else paused
         self._next_id = highest_id(self._messages, self._paused)
 
     def _new_id(self) -> str:
