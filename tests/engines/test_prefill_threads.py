@@ -131,7 +131,9 @@ def test_the_users_threads_win(kernel: Kernel) -> None:
     assert threads.choose() == 3 and kernel.reads == 0 and llama.threads == (1, 1)
 
 
-def test_without_the_kernels_counters_the_default_is_taken(kernel: Kernel, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_kernels_counters_the_default_is_taken(
+    kernel: Kernel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_idle, "default_threads", lambda: 7)
     llama = FakeLlama()
     threads = PrefillThreads(llama, 1, None, read=lambda: None, sleep=kernel.sleep)
@@ -171,6 +173,14 @@ def test_this_machines_counters_are_read() -> None:
 # -- on the engine ---------------------------------------------------------------------------
 
 
+def engine_choosing(gguf: Path, monkeypatch: pytest.MonkeyPatch, *threads: int) -> LlamaCpp:
+    """An engine whose choices of prefill threads are `threads`, in turn."""
+    engine = LlamaCpp(gguf, n_ctx=256)
+    chosen = iter(threads)
+    monkeypatch.setattr(engine._threads, "choose", lambda: engine._threads._set(next(chosen)))
+    return engine
+
+
 async def generate(engine: LlamaCpp) -> None:
     messages: list[ChatMessage] = [{"role": "user", "content": "threads"}]
     async for _ in engine.chat(messages, {"max_tokens": 2}):
@@ -199,10 +209,8 @@ async def test_threads_the_user_gives_stay(
 async def test_each_prefill_takes_the_threads_chosen_for_it(
     tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = LlamaCpp(tiny_gguf, n_ctx=256)
+    engine = engine_choosing(tiny_gguf, monkeypatch, 2, 1)
     try:
-        chosen = iter([2, 1])
-        monkeypatch.setattr(engine._threads, "choose", lambda: engine._threads._set(next(chosen)))
         await generate(engine)
         assert _llama.threads(engine._llama) == (_open.default_threads(), 2)
         await generate(engine)
@@ -218,5 +226,23 @@ async def test_by_default_a_prefill_takes_the_idle_cpus(tiny_gguf: Path) -> None
         threads = _llama.threads(engine._llama)
         assert threads[0] == _open.default_threads()
         assert threads[1] == engine._threads.threads and 1 <= threads[1] <= _open.usable_cpus()
+    finally:
+        engine.close()
+
+
+async def test_a_tool_fit_score_takes_the_threads_chosen_for_it(
+    tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llama_cpp
+
+    engine = engine_choosing(tiny_gguf, monkeypatch, 2, 1)
+    try:
+        await engine.fit_score("hello there", ["greet(name): Say hello."])
+        assert engine._fit is not None
+        scoring = engine._fit._ctx._ctx
+        assert llama_cpp.llama_n_threads_batch(scoring) == 2
+        await engine.fit_score("hello again", ["greet(name): Say hello."])
+        assert llama_cpp.llama_n_threads_batch(scoring) == 1
+        assert llama_cpp.llama_n_threads(scoring) == _open.default_threads()  # one token's stay
     finally:
         engine.close()

@@ -18,7 +18,8 @@ first words, a fitting tool's later tokens score far less, and a mean over
 every token loses more of its calls when the request carries unrelated
 context (docs/quality.md measures both). The scores run on a small llama.cpp
 context of their own, so the engine's KV cache (and its prefix reuse) is left
-alone.
+alone; its threads are chosen for each scoring as the engine's prefill's are
+(`PrefillThreads`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class FitScorer:
         head: How many of a text's first tokens are scored (at most `n_ctx // 4`). A token's
             score does not depend on the tokens after it, so `combine` reads the same
             scores from a longer head.
+        threads: Chooses the threads of a scoring's evaluations when it starts (the
+            engine's `PrefillThreads.choose`); `None`: those of `llama` when it was loaded.
     """
 
     def __init__(
@@ -67,8 +70,12 @@ class FitScorer:
         tokenize: Callable[[bytes, bool], list[int]],
         n_ctx: int = 512,
         head: int = HEAD,
+        threads: Callable[[], int] | None = None,
     ) -> None:
         self._ctx = ScoringContext(llama, n_ctx)
+        self._threads = threads
+        self._set_threads = 0
+        """The threads the scoring context evaluates on, once `threads` chose them."""
         self._n_ctx = n_ctx
         self._head = min(head, n_ctx // 4)
         self._render = render
@@ -100,6 +107,9 @@ class FitScorer:
     def token_scores(self, request: str, tools: Sequence[str]) -> list[np.ndarray]:
         """Each tool's per-token scores over its first `head` tokens, log p(token | request) -
         log p(token | empty request); tools that tokenise to nothing are left out."""
+        if self._threads is not None and (chosen := self._threads()) != self._set_threads:
+            self._ctx.set_threads(chosen)
+            self._set_threads = chosen
         given = self._prompt(request)
         targets = [(text, t) for text in tools if (t := self._tokenize(text.encode(), False)[: self._head])]
         # The request's prefix first, for every text (its KV is reused); then the baselines,

@@ -259,6 +259,11 @@ class ScoringContext:
             raise RuntimeError("llama.cpp could not create the tool-fit scoring context")
         self._batch = llama_cpp.llama_batch_init(n_ctx, 0, 1)
 
+    def set_threads(self, n_threads_batch: int) -> None:
+        """The threads of the context's evaluations of several tokens, from the next on (those
+        of one token stay as they are)."""
+        llama_cpp.llama_set_n_threads(self._ctx, llama_cpp.llama_n_threads(self._ctx), n_threads_batch)
+
     def close(self) -> None:
         """Free the context (once)."""
         if self._ctx:

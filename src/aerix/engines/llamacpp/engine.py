@@ -375,7 +375,9 @@ class LlamaCpp:
 
     def _scorer(self) -> FitScorer:
         if self._fit is None:
-            self._fit = FitScorer(self._llama, self._template.render, self._tokenize)
+            self._fit = FitScorer(
+                self._llama, self._template.render, self._tokenize, threads=self._threads.choose
+            )
         return self._fit
 
     def _fit_score(self, request: str, tools: list[str]) -> float:
