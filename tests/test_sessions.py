@@ -73,14 +73,15 @@ def test_a_bad_id_is_an_options_error(tmp_path: Path, bad_id: object) -> None:
     assert info.value.kind == "options"
 
 
-def test_a_file_that_is_not_a_database_is_refused_at_once_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", ["these are my notes, not a database\n" * 100, "x", "SQLite"])
+def test_a_file_that_is_not_a_database_is_refused_at_once_naming_it(tmp_path: Path, text: str) -> None:
     path = tmp_path / "notes.txt"
-    path.write_text("these are my notes, not a database\n" * 100)
+    path.write_text(text)
     with pytest.raises(AerixError) as info:
         SQLiteSession(path)
     assert info.value.kind == "options"
     assert str(path) in info.value.message and "not a database" in info.value.message
-    assert path.read_text().startswith("these are my notes")  # nothing written over it
+    assert path.read_text() == text  # nothing written over it
 
 
 def test_a_folder_or_an_unopenable_path_is_refused(tmp_path: Path) -> None:

@@ -212,6 +212,17 @@ def build_parser() -> argparse.ArgumentParser:
         "ask by default; repeatable (a tool made with needs_approval=True always asks)",
     )
     a.add_argument(
+        "--session",
+        metavar="FILE",
+        help="keep the conversation in this SQLite file, and continue the one kept there (made if it "
+        "does not exist); another process with the same --session goes on from it",
+    )
+    a.add_argument(
+        "--session-id",
+        metavar="ID",
+        help="which conversation of the --session file (default: default)",
+    )
+    a.add_argument(
         "--tool-choice",
         metavar="CHOICE",
         default="auto",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import aerix
 import aerix.engines
 from aerix import AerixError, Agent, Limits, Model
+from aerix.sessions import SQLiteSession
 
 from ._checks import unencodable
 from ._cli_approve import approving, resume_decisions
@@ -204,6 +205,10 @@ def _setup(
         tools = approving([t for t, _ in picked], args.approve)
     except Refused as exc:
         raise Failure(exc.message, exc.code) from None
+    try:
+        session = _session(args)  # before the model loads: a bad file is said at once
+    except AerixError as exc:
+        raise _options_error(exc) from None
     owned = None if model is not None else _open_model(args, spinner)
     engine = model if model is not None else owned
     assert engine is not None
@@ -227,6 +232,7 @@ def _setup(
             generation=generation,
             constrain=args.constrain,
             tool_choice=args.tool_choice,
+            session=session,
             **loop,
         )
     except AerixError as exc:
@@ -389,6 +395,16 @@ def _run_prompt(args: argparse.Namespace) -> str | None:
     if args.prompt is None:
         raise Failure("the following arguments are required: prompt (or --resume, with --session FILE)", 2)
     return _prompt(args.prompt)
+
+
+def _session(args: argparse.Namespace) -> SQLiteSession | None:
+    """The `--session` file's conversation (`--session-id`), or `None` without `--session`."""
+    path, conversation = getattr(args, "session", None), getattr(args, "session_id", None)
+    if path is None:
+        if conversation is not None:
+            raise AerixError("options", "--session-id needs --session FILE: the file that keeps it")
+        return None
+    return SQLiteSession(path, id="default" if conversation is None else conversation)
 
 
 def _session_flags(args: argparse.Namespace) -> dict[str, str] | None:

@@ -71,6 +71,22 @@ CREATE TABLE IF NOT EXISTS aerix_pending (
 );
 """
 
+_HEADER = b"SQLite format 3\x00"
+"""How every SQLite database file begins."""
+
+
+def _empty_or_sqlite(path: Path) -> bool:
+    """Whether `path` is missing, empty, or begins as a SQLite database does."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_HEADER))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return True  # sqlite3 says what is wrong with it
+    return not head or head == _HEADER
+
+
 _BUSY_MS = 10_000
 """How long one operation waits for another connection's write to finish before it fails."""
 
@@ -111,6 +127,12 @@ class SQLiteSession:
         self._id = id
         if self._path.is_dir():
             raise AerixError("options", f"session file {str(self._path)!r} is a folder; give a file's path")
+        if not _empty_or_sqlite(self._path):  # SQLite would take a short file as an empty database
+            raise AerixError(
+                "options",
+                f"cannot use {str(self._path)!r} as a session file (file is not a database): give the path "
+                "of a SQLite database made by SQLiteSession, or of a file that does not exist yet",
+            )
         try:
             with self._connect(create=True) as db:
                 db.executescript(_SCHEMA)
