@@ -17,6 +17,7 @@ import pytest
 from aerix import Call, cli, tool
 from aerix._cli_approve import approving, destructive, flag_decisions, resume_hint
 from aerix._cli_tools import Refused
+from aerix.sessions import SQLiteSession
 from aerix.testing import ScriptedModel
 
 CALL = '{"calls":[{"tool":"calculator","input":{"expression":"2+2"}}]}'
@@ -209,3 +210,74 @@ def test_an_mcp_tool_annotated_destructive_asks_unless_approve_none(
     model = ScriptedModel([call, FINAL])
     assert cli.main(["run", "wipe it", "--mcp", server, "--approve", "none"], model=model) == 0
     assert "  ← ok {}" in capsys.readouterr().out.splitlines()
+
+
+# -- resuming with --session ---------------------------------------------------------------------
+
+
+def _paused_in(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "What is 2+2?", "--approve", "calculator", "--session", str(path)]
+    assert cli.main(argv, model=ScriptedModel([CALL, FINAL])) == 3
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"resume it with aerix run --session {path} --resume --yes call_1 (or --no ID to refuse one, "
+        "--no ID=REASON to say why)\n"
+    )
+
+
+def test_a_later_command_resumes_the_run_paused_in_a_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    path = tmp_path / "chats.db"
+    _paused_in(path, capsys)
+    model = ScriptedModel([FINAL])
+    argv = ["run", "--session", str(path), "--resume", "--yes", "call_1", "--approve", "calculator"]
+    assert cli.main(argv, model=model) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ['  → calculator {"expression":"2+2"}', "  ← 4", "✓ final: 2 + 2 is 4."]
+    assert model.calls[0].messages[-1]["content"] == "Results:\n[call_1 calculator] 4"
+    assert SQLiteSession(path).load_pending() is None
+    argv = ["run", "--session", str(path), "--resume", "--yes", "call_1"]
+    assert cli.main(argv, model=ScriptedModel([FINAL])) == 2
+    assert capsys.readouterr().err == (
+        f"aerix: error: no call waits for a decision in --session {path}: nothing to resume; run a prompt\n"
+    )
+
+
+def test_no_refuses_a_waiting_call_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    path = tmp_path / "chats.db"
+    _paused_in(path, capsys)
+    model = ScriptedModel([FINAL])
+    assert cli.main(["run", "--session", str(path), "--resume", "--no", "call_1=not now"], model=model) == 0
+    assert "  ← refused: not now" in capsys.readouterr().out.splitlines()
+
+
+def test_resume_without_a_decision_asks_on_a_terminal_and_without_one_names_the_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    path = tmp_path / "chats.db"
+    _paused_in(path, capsys)
+    assert cli.main(["run", "--session", str(path), "--resume"], model=ScriptedModel([FINAL])) == 2
+    assert capsys.readouterr().err == (
+        "aerix: error: no decision for call_1, and no terminal to ask on: give each --yes ID or --no ID "
+        '(the waiting calls: call_1 calculator {"expression":"2+2"})\n'
+    )
+    for argv, said in (
+        (
+            ["run", "--session", str(path), "--resume", "--yes", "call_9"],
+            "no call waits with the id 'call_9'",
+        ),
+        (["run", "hi", "--session", str(path), "--resume"], "--resume takes no prompt"),
+    ):
+        assert cli.main(argv, model=ScriptedModel([FINAL])) == 2
+        assert said in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    assert cli.main(["run", "--session", str(path), "--resume"], model=ScriptedModel([FINAL])) == 0
+    out, err = capsys.readouterr()
+    assert 'call_1 calculator {"expression":"2+2"}: run it? [y/N] ' in err
+    assert "✓ final: 2 + 2 is 4." in out.splitlines()
