@@ -5,9 +5,10 @@ with `tool_choice="auto"` asks before a run's first turn, on every entry, flat
 and nested, of simple_python and multiple (a tool fits: the request should
 call) and of irrelevance (none does: it should be declined), per part
 (`_bfcl.data.part_of`: odd ids tune, even ids report). Prints, for the
-engine's rule (the best tool's score less the decoys' mean, `combine`, at
-`FIT_THRESHOLD`) and the old one (the best tool's score alone, at 0.2, which
-was tuned on the whole set), the AUC and the trade-off curve: for each
+engine's rule (the best tool's mean score over its first `HEAD` tokens,
+`combine`, at `FIT_THRESHOLD`) and for the mean over every token (up to
+`SCORED`, at 0.2, a threshold set on the whole public set), the AUC and the
+trade-off curve: for each
 threshold, the share of should-call entries that call and the share of
 irrelevance entries declined, on the tuning part and on the report part
 beside it. `--frames` also scores the tuning part's requests rewritten in
@@ -21,9 +22,9 @@ scores (JSON lines) so that a rerun scores only what is new.
 `--first-key`: the first free token after `{"` under `auto` decides the turn
 (`calls` or `final`); for the first N flat entries of simple_python and
 irrelevance, the margin between those two tokens' logits after the turn's
-prompt, for the kept contract and two other wordings of its last sentence:
-per wording the AUC, and for the kept one what a constant logit offset
-towards `calls` would give.
+prompt, for the turn contract's wording and two other wordings of its last
+sentence: per wording the AUC, and for the contract's what a constant logit
+offset towards `calls` would give.
 
 `--pick CATEGORY`: on the first N flat entries of a category's tuning part
 (`--limit`, default 100), how often the tool with the best fit score is the
@@ -94,13 +95,13 @@ DECOYS = (
     "play_music: Play a song by a given artist.",
     "send_email: Send an email to a recipient.",
 )
-"""Generic tool texts scored under each request, for a rule tried and not kept: the best tool's
-score less theirs (a request-specific baseline)."""
+"""Generic tool texts scored under each request, for a rule compared with the engine's: the best
+tool's score less theirs (a request-specific baseline)."""
 SHOULD_CALL = ("simple_python", "multiple")
-OLD_THRESHOLD = 0.2
-"""The old rule's threshold, tuned on the whole public set."""
+EVERY_THRESHOLD = 0.2
+"""The threshold of the mean over every token, set on the whole public set."""
 SCORED = 128
-"""How many of a text's first tokens this bench scores (the old rule's cut)."""
+"""How many of a text's first tokens this bench scores (the cut of the mean over every token)."""
 TIMED = 12
 """For how many newly scored requests the engine's own `fit_score` runs too: timed, and
 checked against what this bench reads."""
@@ -136,15 +137,15 @@ def less_decoys(r: Scored) -> float:
     return combine(r.fits) - float(np.mean([np.mean(d[:HEAD]) for d in r.decoys]))
 
 
-ENGINE, OLD = f"first {HEAD} tokens (the engine's)", f"every token, up to {SCORED}"
+ENGINE, EVERY = f"first {HEAD} tokens (the engine's)", f"every token, up to {SCORED}"
 RULES: dict[str, Rule] = {
     ENGINE: lambda r: combine(r.fits),
-    OLD: head(SCORED),
+    EVERY: head(SCORED),
     "first 8 tokens": head(8),
     "first 32 tokens": head(32),
     f"first {HEAD} tokens, less the decoys' mean": less_decoys,
 }
-"""The engine's rule, the old one, and rules tried on the tuning part and not kept."""
+"""The engine's rule, and the rules it is compared with on the tuning part."""
 
 
 class Scores:
@@ -271,18 +272,18 @@ def profile(rows: list[Scored]) -> str:
 
 def agent_tasks(scores: Scores) -> tuple[int, int, int]:
     """Of the agent benchmark's tasks, how many would call under the engine's rule and under
-    the old one (each task's tools fit it), and how many tasks there are."""
+    the mean over every token (each task's tools fit it), and how many tasks there are."""
     from _agent_tasks.tasks import TASKS
     from _agent_tasks.world import TOOLS
 
-    new = old = 0
+    calls = every = 0
     for task in TASKS:
         texts = [fit_text(TOOLS[n]) for n in task.tools]
         fits, decoys = scores.parts(task.prompt, texts)
         r = Scored(task.id, "as written", True, fits, decoys)
-        new += RULES[ENGINE](r) >= FIT_THRESHOLD
-        old += RULES[OLD](r) >= OLD_THRESHOLD
-    return new, old, len(TASKS)
+        calls += RULES[ENGINE](r) >= FIT_THRESHOLD
+        every += RULES[EVERY](r) >= EVERY_THRESHOLD
+    return calls, every, len(TASKS)
 
 
 def fit_report(engine: aerix.engines.LlamaCpp, args: argparse.Namespace) -> str:
@@ -302,7 +303,7 @@ def fit_report(engine: aerix.engines.LlamaCpp, args: argparse.Namespace) -> str:
             framed[frame] = [scores.get(e, frame, decoys=True) for e in subset]
             print(f"scored tuning, {frame}: {len(subset)} entries", file=sys.stderr, flush=True)
     tuning = rows["tuning"]
-    chosen = {ENGINE: FIT_THRESHOLD, OLD: OLD_THRESHOLD}
+    chosen = {ENGINE: FIT_THRESHOLD, EVERY: EVERY_THRESHOLD}
 
     def count(rs: list[Scored]) -> str:
         return f"{sum(r.call for r in rs)} should call + {sum(not r.call for r in rs)} irrelevance"
@@ -353,7 +354,7 @@ def fit_report(engine: aerix.engines.LlamaCpp, args: argparse.Namespace) -> str:
     if args.part == "all":
         report = rows["report"]
         out.append(curve_table(ENGINE.capitalize(), RULES[ENGINE], tuning, report, FIT_THRESHOLD))
-        printed.append(curve_table(OLD.capitalize(), RULES[OLD], tuning, report, OLD_THRESHOLD))
+        printed.append(curve_table(EVERY.capitalize(), RULES[EVERY], tuning, report, EVERY_THRESHOLD))
     if scores.seconds:
         out.append(
             f"Cost of the engine's `fit_score`: {np.median(scores.seconds):.2f} s per request (median of "
@@ -362,12 +363,12 @@ def fit_report(engine: aerix.engines.LlamaCpp, args: argparse.Namespace) -> str:
             f"{SCORED} tokens; on those requests the engine's own score differed from it by at most "
             f"{max(scores.differences):.3f} (llama.cpp's rounding depends on a batch's shape)."
         )
-    new, old, n = agent_tasks(scores)
+    by_engine, by_every, n = agent_tasks(scores)
     scores.close()
     out.append(
         f"Agent benchmark (`bench/_agent_tasks`, every task has a fitting tool; not tuned on): "
-        f"{new} of {n} tasks would call under the engine's rule at {FIT_THRESHOLD:+.2f}, "
-        f"{old} under the mean over every token at {OLD_THRESHOLD:+.2f}."
+        f"{by_engine} of {n} tasks would call under the engine's rule at {FIT_THRESHOLD:+.2f}, "
+        f"{by_every} under the mean over every token at {EVERY_THRESHOLD:+.2f}."
     )
     text = "\n\n".join(out)
     print("\n\n".join([*printed, text]), flush=True)

@@ -6,7 +6,8 @@ Prints the tables and writes them to docs/benchmarks.md (section "cpu").
 1. Threads. Prefill (a ~500-token prompt, the KV cache reset each time) and
    decode (64 unconstrained greedy tokens) in tokens per second, for
    llama-cpp-python's default threads (decode: half the CPUs, prefill: every
-   CPU) and for aerix's default (`default_threads()`: half the CPUs for both),
+   CPU) and for aerix's default (decode: `default_threads()`, half the CPUs;
+   prefill: one thread for each CPU idle when it starts, `PrefillThreads`),
    on a quiet machine and with one CPU kept busy by another process (a Python
    busy loop, started before and stopped after each measurement). The four
    cells of each model run interleaved, `--reps` times; medians.
@@ -109,7 +110,7 @@ async def threads_table(name: str, reps: int) -> str:
     cpus = os.cpu_count() or 1
     label = {
         "llama.cpp": f"llama-cpp-python's defaults ({max(cpus // 2, 1)} decode / {cpus} prefill threads)",
-        "aerix": f"aerix's default ({_open.default_threads()} / {_open.default_threads()})",
+        "aerix": f"aerix's default ({_open.default_threads()} decode / one a CPU idle for each prefill)",
     }
     rows = [
         f"| {label[t]} | {'one CPU busy' if busy else 'quiet'} | {p:.0f} | {d:.0f} |"

@@ -14,7 +14,9 @@ constrained / unconstrained ratio is the median; every run's ratio is listed
    - aerix under the turn schema with the mask and jump-forward, value biases,
      the optional-field check and string choices off, and on (the default, see
      docs/engines.md; a value decoded ahead and dropped costs time but adds no
-     token, so compare the wall time per turn too);
+     token, so compare the wall time per turn too); a constrained generation
+     gets the hand-over an `Agent` gives (`GenerateOptions["handover"]`), so the
+     rules act as under an agent;
    - llama-cpp-python unconstrained, and with its own grammar sampler
      (`LlamaGrammar.from_json_schema`, `Llama.generate(grammar=...)`), run on the
      thread that aerix's engines share, so that no path slows the others down
@@ -26,7 +28,8 @@ constrained / unconstrained ratio is the median; every run's ratio is listed
    batch that completes the JSON is not evaluated. Wall time per turn includes a
    full prefill.
 2. Prefix reuse over an 8-generation conversation: each generation appends the
-   assistant's text exactly as generated and a user message with a tool result.
+   assistant's text exactly as generated and a user message with a tool result
+   (as the loop renders it), with the hand-over an `Agent` would give.
    Per generation: prompt, cached and prefilled tokens, and the tokens that are
    new since the last generation; greedy, and sampled at temperature 0.7 (where
    sampled tokens are often not the canonical tokenisation of their text). The
@@ -46,10 +49,12 @@ from collections.abc import Callable
 from typing import Any
 
 from _report import machine, write_section
+from aerix._handover import read
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
 from aerix.engines.llamacpp._thread import Lane
-from aerix.model import ChatMessage, GenerateOptions
+from aerix.model import ChatMessage, GenerateOptions, Handover
+from aerix.turn import render_results
 
 
 def _tool(name: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -122,6 +127,12 @@ DEFAULT = "aerix, mask + jump-forward (default)"
 UNCONSTRAINED = "aerix, unconstrained"
 
 
+def _handover(messages: list[ChatMessage]) -> Handover:
+    """What an `Agent` would hand the engine with this conversation (its rules read it: the
+    request a tool is picked for, the calls made, the texts values copy)."""
+    return read(messages[0]["content"], messages[1:])
+
+
 async def _aerix_turn(engine: LlamaCpp, messages: list[ChatMessage], opts: GenerateOptions) -> str:
     return "".join([d.text async for d in engine.chat(messages, opts)])
 
@@ -131,6 +142,7 @@ def _aerix(engine: LlamaCpp, constrained: bool) -> dict[str, Any]:
     opts: GenerateOptions = {"max_tokens": MAX_TOKENS, "temperature": 0}
     if constrained:
         opts["constraint"] = {"json": SCHEMA}
+        opts["handover"] = _handover(MESSAGES)
     t0 = time.perf_counter()
     text = asyncio.run(_aerix_turn(engine, MESSAGES, opts))
     wall = time.perf_counter() - t0
@@ -299,6 +311,7 @@ def _conversation(engine: LlamaCpp, turns: int, temperature: float) -> list[dict
             "temperature": temperature,
             "seed": turn,
             "constraint": {"json": SCHEMA},
+            "handover": _handover(messages),
         }
         t0 = time.perf_counter()
         text = asyncio.run(_aerix_turn(engine, messages, opts))
@@ -321,7 +334,7 @@ def _conversation(engine: LlamaCpp, turns: int, temperature: float) -> list[dict
                 "wall_s": wall,
             }
         )
-        result = f"Results:\n[call_{turn} weather] Rain, {10 + turn}°c"
+        result = render_results([(f"call_{turn}", "weather", f"Rain, {10 + turn}°c")])
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": result}]
     return rows
 

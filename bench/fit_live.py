@@ -2,9 +2,9 @@
 its own tools (a tool fits: it should call) and against another entry's tools (none fits: it
 should be declined).
 
-BFCL's simple_python and irrelevance, where the threshold of `LlamaCpp.fit_threshold` was
-first chosen, are textbook requests against near-miss tools; the requests users send are
-longer and looser, and score lower against the tools that fit them. live_multiple holds
+BFCL's simple_python and irrelevance (the curve of `bench/bfcl_decision.py`) are textbook
+requests against near-miss tools; the requests users send are longer and looser, and score
+lower against the tools that fit them. live_multiple holds
 such requests, each with two to a dozen functions, and only its tuning part is read here
 (`_bfcl.data.part_of`: odd first numbers tune). A request's "mismatch" is the same request
 against the tools of the next entry (in file order, wrapping round) whose function names

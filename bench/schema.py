@@ -1,4 +1,4 @@
-"""The input check and the schema work of SPEC 9.1: what they cost.
+"""The input check and the schema work: what they cost.
 
 Measures, per call, `check_input` (the check every tool call goes through
 before `run`) on a flat input (`add(a, b)`) and on a 20-field nested input (an

@@ -13,10 +13,9 @@ process):
 - *second engine, shared thread*: engine B is loaded and runs one generation first,
   through aerix (every engine's llama.cpp work runs on the one thread they share);
 - *second engine, a thread of its own*: engine B evaluates a few tokens first on a
-  worker thread of its own that stays alive while A decodes, as each engine's did
-  before this round, and as code of your own that calls `llama_cpp.Llama` directly
-  from a long-lived thread does. (A thread that has exited takes its OpenMP team
-  with it.)
+  worker thread of its own that stays alive while A decodes, as code that calls
+  `llama_cpp.Llama` directly from a long-lived thread does. (A thread that has
+  exited takes its OpenMP team with it.)
 
 Each scenario runs at `--threads` llama.cpp threads per engine, and at 1 thread.
 """
