@@ -408,27 +408,23 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool, explicitly or from a typed, documented function.
 
-    Explicit: `tool(name=..., description=..., input={...}, run=fn)`, where
-    `run(input, cx)` (or `run(input)`) gets the checked input dict; or
-    `schema={...}` instead of `input`: a JSON Schema of an object, as MCP
-    servers give it. As a decorator, `@tool` or `@tool(name=...,
-    description=...)`, the fields come from the parameters (scalars,
-    `Literal`, `Enum`, `list[T]`, `dict[str, T]`, `TypedDict`, dataclasses,
-    pydantic models, `Annotated[T, "text"]`; a default or `| None` makes a
-    field optional), `run` gets the values converted to the annotations, and
-    the descriptions come from the docstring (Google, NumPy or reST). A
-    parameter named `cx`, or annotated `ToolContext`, receives the context.
+    Explicit: `tool(name=..., description=..., input={...}, run=fn)`, `run(input, cx)`
+    (or `run(input)`) getting the checked input dict; or `schema={...}`, a JSON Schema
+    of an object as MCP servers give it, instead of `input`. As a decorator, `@tool` or
+    `@tool(name=..., description=...)`: the fields come from the parameters (scalars,
+    `Literal`, `Enum`, `list[T]`, `dict[str, T]`, `TypedDict`, dataclasses, pydantic
+    models, `Annotated[T, "text"]`; a default or `| None` makes one optional), `run`
+    gets the values converted to the annotations, and the descriptions come from the
+    docstring (Google, NumPy or reST). A parameter named `cx`, or annotated
+    `ToolContext`, receives the context.
 
     Args:
         fn: The function to make a tool of (`@tool` without arguments).
-        name: The tool's name, matching `^[a-z][a-z0-9_]{0,63}$` (default: the
-            function's name).
-        description: What the model reads about the tool (default: the docstring's
-            description).
-        input: The explicit form's fields: name to `Field` (or a dict of its keys);
-            `{}` for a tool without input.
-        schema: The explicit form's input as a JSON Schema of an object, instead of
-            `input`.
+        name: The tool's name, matching `^[a-z][a-z0-9_]{0,63}$` (default: the function's).
+        description: What the model reads about the tool (default: the docstring's).
+        input: The explicit form's fields: name to `Field` (or a dict of its keys); `{}`
+            for a tool without input.
+        schema: The explicit form's input as a JSON Schema of an object, instead of `input`.
         run: The explicit form's function, sync or async, called as `run(input, cx)`,
             `run(input)` or `run(input, *, cx)`.
         blocking: Whether a plain (not `async`) function may block (wait on I/O, sleep,
@@ -453,7 +449,6 @@ def tool(
         ('add', ['a', 'b'], ['a', 'b'])
         >>> shout = tool(
         ...     name="shout",
-        ...     description="Say a text in capitals.",
         ...     input={"text": Field("string", "The text to say", required=True)},
         ...     run=lambda input: input["text"].upper(),
         ... )
@@ -469,26 +464,42 @@ def tool(
     if fn is not None:
         if any(x is not None for x in (name, description, input, schema, run)):
             raise _bad("tool(fn) takes no other arguments; use @tool(name=..., description=...)")
-        return _approval(_blocking(_from_function(fn, None, None), blocking), needs_approval)
+        return _declared(_from_function(fn, None, None), blocking, needs_approval)
     if run is not None or input is not None or schema is not None:
-        if run is None:
-            raise _bad(f"tool {name!r}: missing run; pass run=fn, called as run(input, cx)")
-        if input is not None and schema is not None:
-            raise _bad(f"tool {name!r}: pass input (fields) or schema (a JSON Schema), not both")
-        if input is None and schema is None:
-            raise _bad(
-                f"tool {name!r}: pass input (fields; input={{}} for a tool without input) "
-                "or schema (a JSON Schema of an object)"
-            )
-        adapted, is_async = _explicit_run(name, run) if callable(run) else (run, False)
-        about = "" if description is None else description
-        made = _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
-        return _approval(_blocking(made, blocking), needs_approval)
+        made = _explicit(name, description, input, schema, run)
+        return _declared(made, blocking, needs_approval)
 
     def decorate(f: Callable[..., Any]) -> Tool:
-        return _approval(_blocking(_from_function(f, name, description), blocking), needs_approval)
+        return _declared(_from_function(f, name, description), blocking, needs_approval)
 
     return decorate
+
+
+def _explicit(
+    name: str | None,
+    description: str | None,
+    input: Mapping[str, Field | Mapping[str, Any]] | None,
+    schema: Mapping[str, Any] | None,
+    run: Callable[..., Any] | None,
+) -> Tool:
+    """The tool of `tool(name=..., input=... or schema=..., run=...)`, checked."""
+    if run is None:
+        raise _bad(f"tool {name!r}: missing run; pass run=fn, called as run(input, cx)")
+    if input is not None and schema is not None:
+        raise _bad(f"tool {name!r}: pass input (fields) or schema (a JSON Schema), not both")
+    if input is None and schema is None:
+        raise _bad(
+            f"tool {name!r}: pass input (fields; input={{}} for a tool without input) "
+            "or schema (a JSON Schema of an object)"
+        )
+    adapted, is_async = _explicit_run(name, run) if callable(run) else (run, False)
+    about = "" if description is None else description
+    return _make(name, about, input or {}, adapted, is_async, None if schema is None else schema)
+
+
+def _declared(t: Tool, blocking: object, needs_approval: object) -> Tool:
+    """`t`, with what `tool(..., blocking=..., needs_approval=...)` declares of it."""
+    return _approval(_blocking(t, blocking), needs_approval)
 
 
 def _blocking(t: Tool, blocking: object) -> Tool:
