@@ -22,7 +22,7 @@ from ._constraint import Constrained
 from ._hooks import DecodeHook, Step
 from ._lookahead import Lookahead
 from ._request import Request
-from ._sampling import TextStream, mask_logits, sample
+from ._sampling import Bitmask, Logits, Sampling, TextStream, mask_logits, sample
 from ._vocab import Vocab
 from .rules import ValueBias
 
@@ -163,25 +163,9 @@ class Decoder:
                 evaluated = False
             if job.stopped():
                 return self._finish(job, text, "stop")
-            logits = cache.logits()
             mask = None if constrained is None else constrained.fill_mask()
-            instead: list[int] | None = None
-            active = [h for h in self.hooks if h.active(step)] if step and mask is not None else []
-            if step and active and mask is not None:
-                step.room = None if limit is None else limit - counts.generated
-                logits = mask_logits(logits, mask)
-                for hook in active:
-                    logits = hook.adjust(step, logits)
-                step.logits = logits
-                token = sample(logits, req.sampling, rng)
-                for hook in active:
-                    token = hook.choose(step, token)
-                for hook in active:
-                    instead = hook.write(step, token)
-                    if instead is not None:
-                        break
-            else:
-                token = sample(logits, req.sampling, rng, mask)
+            room = None if limit is None else limit - counts.generated
+            token, instead = self._pick(cache.logits(), mask, step, room, req.sampling, rng)
             if vocab.is_end(token):
                 return self._finish(job, text, "stop")
             batch = instead or [token]
@@ -191,6 +175,33 @@ class Decoder:
                 forced = self.forced(constrained, room)
                 counts.forced += len(forced)
                 batch += forced
+
+    def _pick(
+        self,
+        logits: Logits,
+        mask: Bitmask | None,
+        step: Step | None,
+        room: int | None,
+        sampling: Sampling,
+        rng: np.random.Generator,
+    ) -> tuple[int, list[int] | None]:
+        """The next token, through the hooks that act on this step (each may adjust the logits,
+        choose another token, or write tokens in its place: the second value)."""
+        active = [h for h in self.hooks if h.active(step)] if step and mask is not None else []
+        if not (step and active and mask is not None):
+            return sample(logits, sampling, rng, mask), None
+        step.room = room
+        logits = mask_logits(logits, mask)
+        for hook in active:
+            logits = hook.adjust(step, logits)
+        step.logits = logits
+        token = sample(logits, sampling, rng)
+        for hook in active:
+            token = hook.choose(step, token)
+        for hook in active:
+            if (instead := hook.write(step, token)) is not None:
+                return token, instead
+        return token, None
 
     def forced(self, constrained: Constrained | None, room: int | None) -> list[int]:
         """The tokens the schema forces now (`{"calls":[`, say), at most `room` of them,
