@@ -98,10 +98,11 @@ class Window:
         self.sent = Sent()
         """What is sent now."""
         self._run_start = 0
-        self._chars = 0
-        """The characters of the messages' contents of the last prompt (`prompt`)."""
-        self._rate = TOKENS_PER_CHAR
-        """Tokens per character of the last prompt an engine took."""
+        self._last: list[ChatMessage] = []
+        """The last prompt (`prompt`)."""
+        self._taken: tuple[list[ChatMessage], int] | None = None
+        """The last prompt an engine took, and its tokens: the rate of `_rate`, counted only
+        when an estimate is needed (not on every generation)."""
 
     def begin(self, conversation: Sequence[ChatMessage], upcoming: Sequence[ChatMessage]) -> None:
         """A run begins on `conversation`; `upcoming` will join it first (the run's prompt, or
@@ -114,14 +115,22 @@ class Window:
         self, system: ChatMessage, conversation: Sequence[ChatMessage], tail: Sequence[ChatMessage]
     ) -> list[ChatMessage]:
         """The prompt to send: the system message, what is sent of `conversation`, `tail`."""
-        messages = [system, *sent_messages(conversation, self.sent), *tail]
-        self._chars = _chars(messages)
+        messages = self._last = [system, *sent_messages(conversation, self.sent), *tail]
         return messages
 
     def used(self, prompt_tokens: int) -> None:
         """The engine took the last `prompt` as `prompt_tokens` tokens (0: it did not say)."""
-        if prompt_tokens > 0 and self._chars > 0:
-            self._rate = prompt_tokens / self._chars
+        if prompt_tokens > 0:
+            self._taken = (self._last, prompt_tokens)
+
+    @property
+    def _rate(self) -> float:
+        """Tokens per character of the last prompt an engine took (`TOKENS_PER_CHAR` before one)."""
+        if self._taken is None:
+            return TOKENS_PER_CHAR
+        messages, tokens = self._taken
+        chars = _chars(messages)
+        return tokens / chars if chars else TOKENS_PER_CHAR
 
     def before(
         self,
