@@ -622,7 +622,11 @@ async def test_the_servers_annotations_of_a_tool_are_on_it_and_ask_for_no_approv
     async with MCPServer.stdio(sys.executable, [LISTED, listed]) as server:
         tools = by_name(server)
         assert dict(tools["wipe"].annotations) == {"destructiveHint": True}
-        assert dict(tools["look"].annotations) == {"title": "Look", "readOnlyHint": True, "openWorldHint": False}
+        assert dict(tools["look"].annotations) == {
+            "title": "Look",
+            "readOnlyHint": True,
+            "openWorldHint": False,
+        }
         assert dict(tools["plain"].annotations) == {}
         with pytest.raises(TypeError):
             tools["wipe"].annotations["destructiveHint"] = False  # type: ignore[index]
