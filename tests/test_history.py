@@ -271,3 +271,51 @@ def test_two_processes_continue_one_conversation(tmp_path: Path) -> None:
         "2 + 1?",
     ]
     assert "[call_2 add] 3" in kept[6]["content"]  # the second process's call id followed the first's
+
+
+def test_a_turn_the_session_could_not_keep_is_kept_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A locked file ends the run with `error`; once it is free, the next run writes the turn it
+    missed first, so the session never has a hole where the agent has a turn."""
+    import sqlite3
+
+    import aerix.sessions as sessions
+
+    path = tmp_path / "chats.db"
+    agent = Agent(
+        ScriptedModel([call("add", a=1, b=2), final("again")]),
+        tools=[add],
+        session=SQLiteSession(path),
+    )
+    monkeypatch.setattr(sessions, "_BUSY_MS", 50)
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        events = list(agent.run_sync("1 + 2?"))
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert events[-1].type == "end" and events[-1].reason == "error"
+    assert "another connection held it" in events[-1].message
+    assert SQLiteSession(path).load() == []
+    assert len(agent.messages) == 3  # the completed turn stays the agent's
+    assert agent.ask_sync("and again?").text == "again"
+    assert SQLiteSession(path).load() == list(agent.messages)  # the missed turn first, in order
+
+
+class SyncLoadAsyncPending(AsyncSession):
+    """A session whose conversation loads synchronously and whose waiting calls load async."""
+
+    def load(self) -> list[ChatMessage]:  # type: ignore[override]
+        return list(self.kept)
+
+
+async def test_a_sync_load_is_taken_when_built_and_an_async_load_pending_before_the_run() -> None:
+    session = SyncLoadAsyncPending(
+        [{"role": "user", "content": "old"}, {"role": "assistant", "content": '{"final":"x"}'}]
+    )
+    agent = Agent(ScriptedModel([final("new")]), session=session)
+    assert [m["content"] for m in agent.messages] == ["old", '{"final":"x"}']
+    assert (await agent.ask("next")).text == "new"
+    assert len(session.kept) == 4

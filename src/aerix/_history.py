@@ -86,27 +86,43 @@ class Store:
                     f"methods {', '.join(_METHODS)}); {type(session).__name__} lacks {', '.join(missing)}",
                 )
         self.session = session
-        self._loaded = session is None
+        self._messages_loaded = self._pending_loaded = session is None
         self._clear = False
         """An async session's `clear` is due before anything else is written."""
         self._writes: list[tuple[str, Any]] = []
-        """An async session's writes not yet made, in order."""
+        """Writes not yet made, in order: an async session's, and any that failed (made again,
+        first, at the next write or run, so the session never skips a committed turn)."""
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the session's conversation and waiting calls were taken."""
+        return self._messages_loaded and self._pending_loaded
 
     def load_now(
         self,
         restore: Callable[[list[ChatMessage]], None],
         restore_pending: Callable[[Mapping[str, Any] | None], None],
     ) -> None:
-        """Take a synchronous session's conversation and waiting calls now."""
+        """Take what a session's synchronous `load` and `load_pending` give now (the rest waits
+        for `ready`)."""
         session = self.session
-        if session is None or is_async(session.load) or is_async(session.load_pending):
+        if session is None:
             return
-        messages, pending = session.load(), session.load_pending()
-        if inspect.isawaitable(messages) or inspect.isawaitable(pending):
-            raise AerixError("options", "a session's load and load_pending must both be sync or async")
-        restore(check_messages(messages, "the session's messages"))
-        restore_pending(pending)
-        self._loaded = True
+        if not is_async(session.load):
+            messages = session.load()
+            if inspect.isawaitable(messages):  # a sync method that gave an awaitable after all
+                if inspect.iscoroutine(messages):
+                    messages.close()
+                return
+            restore(check_messages(messages, "the session's messages"))
+            self._messages_loaded = True
+        if self._messages_loaded and not is_async(session.load_pending):
+            pending = session.load_pending()
+            if not inspect.isawaitable(pending):
+                restore_pending(pending)
+                self._pending_loaded = True
+            elif inspect.iscoroutine(pending):
+                pending.close()
 
     async def ready(
         self,
@@ -114,12 +130,13 @@ class Store:
         restore_pending: Callable[[Mapping[str, Any] | None], None],
     ) -> None:
         """Before a run: an async session's conversation taken, and its due writes made."""
-        if not self._loaded and self.session is not None:
-            messages = await settle(self.session.load())
-            pending = await settle(self.session.load_pending())
-            restore(check_messages(messages, "the session's messages"))
-            restore_pending(pending)
-            self._loaded = True
+        session = self.session
+        if session is not None and not self._messages_loaded:
+            restore(check_messages(await settle(session.load()), "the session's messages"))
+            self._messages_loaded = True
+        if session is not None and not self._pending_loaded:
+            restore_pending(await settle(session.load_pending()))
+            self._pending_loaded = True
         await self.flush()
 
     def append(self, messages: list[ChatMessage]) -> None:
@@ -136,7 +153,8 @@ class Store:
         if session is None:
             return
         if is_async(session.clear):
-            self._clear, self._writes, self._loaded = True, [], True
+            self._clear, self._writes = True, []
+            self._messages_loaded = self._pending_loaded = True
         else:
             self._writes = []
             session.clear()
@@ -152,8 +170,9 @@ class Store:
             await settle(session.clear())
             self._clear = False
         while self._writes:
-            method, value = self._writes.pop(0)
+            method, value = self._writes[0]
             await (value if method == "await" else settle(getattr(session, method)(value)))
+            del self._writes[0]  # made: a write that failed stays first, made again next time
 
     def _write(self, method: str, value: Any) -> None:
         session = self.session
@@ -162,6 +181,10 @@ class Store:
         if self._clear or self._writes or is_async(getattr(session, method)):
             self._writes.append((method, value))
         else:
-            settled = getattr(session, method)(value)
+            try:
+                settled = getattr(session, method)(value)
+            except BaseException:
+                self._writes.append((method, value))  # made again before any later write
+                raise
             if inspect.isawaitable(settled):  # a sync method that gave an awaitable after all
                 self._writes.append(("await", settled))
