@@ -19,6 +19,7 @@ FLOOR = {"aerix.model", "aerix.abort", "aerix.errors"}
 LOOP = {
     "aerix.agent",
     "aerix._lifecycle",
+    "aerix._conversation",
     "aerix._approvals",
     "aerix._window",
     "aerix._history",

@@ -1,4 +1,4 @@
-"""A run's state, and its lifecycle: how it starts, is dropped, abandoned and released.
+"""A run's state, and its lifecycle: how it starts, is dropped, abandoned, released and ends.
 
 An agent plays one run at a time. `Lifecycle.start` takes the agent for a run
 (refused while another is under way) and gives the run its own signal, which
@@ -8,25 +8,28 @@ stop. A run can also lose its consumer before it ends: the consumer's task is
 cancelled while it holds an event (`abandon`, through the run's `Consumer`), or
 the consumer drops the events between two of them (`dropped`, through
 `Handout`). Nothing can resume such a run, so it is ended at once rather than
-when the event loop gets to collect it.
+when the event loop gets to collect it. A run that stops short of a final ends
+with the limit it reached (`limit_end`), or with what stopped it (`failure_end`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ._approvals import Paused, Verdict
 from ._calls import Seen
-from ._guard import Consumer, Guard
+from ._guard import Aborted, Consumer, Guard, aborted
 from ._stream import Reply
 from .abort import AbortController, AbortSignal
-from .errors import AerixError
-from .events import FinalEvent
+from .errors import AerixError, message_of
+from .events import EndEvent, FinalEvent
 from .model import ChatMessage
+from .options import Limits
 
-__all__ = ["NO_RETRY", "Lifecycle", "Retry", "Run", "Started"]
+__all__ = ["NO_RETRY", "Lifecycle", "Retry", "Run", "Started", "failure_end", "limit_end"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,3 +185,38 @@ class Lifecycle:
             run.controller.abort("the run's consumer dropped it")
         else:
             self.abandon(run, "the run's consumer dropped it")
+
+
+def limit_end(run: Run, limits: Limits) -> EndEvent:
+    """The ending of a run that stopped at a limit: no final within `limits.turns`, or a bad
+    turn with no retry left (`limits.retries`)."""
+    retry, n = run.retry, run.generation
+    if not retry.failures:
+        plural = "" if n == 1 else "s"
+        return EndEvent(reason="turns", message=f"no final after {n} generation{plural} (limits.turns)")
+    if n == limits.turns:
+        return EndEvent(
+            reason="turns", message=f"the last generation allowed by limits.turns failed: {retry.reason}"
+        )
+    if retry.failures == 1:
+        return EndEvent(reason="retries", message=f"a bad turn (limits.retries=0): {retry.reason}")
+    message = f"{retry.failures} bad turns in a row (limits.retries={limits.retries}); last: {retry.reason}"
+    return EndEvent(reason="retries", message=message)
+
+
+def failure_end(run: Run, exc: BaseException) -> EndEvent | None:
+    """The ending of a run that raised `exc` (a failure ends it, never escapes), or `None` if the
+    consumer's task is being cancelled."""
+    signal = run.signal
+    if isinstance(exc, Aborted):
+        return aborted(signal)
+    if isinstance(exc, asyncio.CancelledError):
+        if run.guard.owns_cancel():
+            return aborted(signal)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling() == 0:
+            return EndEvent(reason="error", message="CancelledError raised inside the run")
+        return None
+    if signal.aborted:  # a failure on the way out of an abort is the abort
+        return aborted(signal)
+    return EndEvent(reason="error", message=message_of(exc))

@@ -1,11 +1,15 @@
 """One model reply, checked against the stream protocol while it streams.
 
-A model's stream is text deltas, then exactly one done delta (`aerix.model.Model.chat`).
+A model's `chat` returns a stream (`stream_of` checks that it does): text deltas,
+then exactly one done delta (`aerix.model.Model.chat`).
 A stream that breaks the protocol is an engine failure: these checks raise, and
 the loop ends the run with `error` and their message.
 """
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator
 
 from ._guard import Aborted
 from .abort import AbortSignal
@@ -13,9 +17,29 @@ from .errors import a_kind
 from .events import UsageEvent
 from .model import Delta, FinishReason
 
-__all__ = ["Reply"]
+__all__ = ["Reply", "stream_of"]
 
 _NO_TEXT = object()
+
+
+def stream_of(returned: object) -> AsyncIterator[Delta]:
+    """What a model's `chat` returned, checked to be a stream of deltas.
+
+    Raises:
+        TypeError: It is not an async iterator (a coroutine is closed first, so that Python
+            does not warn of it never being awaited).
+    """
+    if not hasattr(returned, "__aiter__"):
+        if inspect.iscoroutine(returned):
+            returned.close()
+            raise TypeError(
+                "the model's chat is a coroutine function; it must return an async iterator of Delta "
+                "(write it as an async generator: `async def chat(...)` that yields)"
+            )
+        raise TypeError(
+            f"the model's chat returned {type(returned).__name__}, not an async iterator of Delta"
+        )
+    return returned  # type: ignore[return-value]
 
 
 class Reply:

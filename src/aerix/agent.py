@@ -6,52 +6,37 @@ check, the tool and `after_call` (`_calls`: one at a time, or at once) → their
 results as the next user message → the next turn … → a final or a limit.
 `Agent._play` tells that story as events; `Agent._run` hands them to the
 consumer and ends the run, in one place, with exactly one ending: the final
-or the limit `_play` stopped at (`_ending`), or what stopped it (`_failure`).
-A completed turn is kept in one place too (`_commit`). How a run starts, is
-dropped, abandoned and released is `_lifecycle`'s.
-
-A turn whose calls wait for a person's decision ends its run `paused` once its
-other calls are done; the agent keeps the turn (`_approvals.Paused`) until
-`resume` runs the decided calls (`_resumed`), keeps the whole turn, and goes on.
+or the limit `_play` stopped at (`_ending`), or what stopped it (`failure_end`).
+How a run starts, is dropped, abandoned and released is `_lifecycle`'s; what
+the runs leave (the conversation, kept a turn at a time by `_commit`, and a turn
+whose calls wait for a person's decision until `resume` runs the decided calls,
+`_resumed`) is `_conversation`'s, which `Agent` inherits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import types
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any, Never
 
 from ._answer import Answer, answer_of
-from ._approvals import Paused, Verdict, check_decisions, check_state, highest_id
+from ._approvals import Paused, Verdict
 from ._calls import Calls, Results
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
-from ._guard import Aborted, Handout, aborted
+from ._conversation import Conversation, check_sources
+from ._guard import Aborted, Handout
 from ._handover import handover
-from ._history import Store, check_messages
 from ._hooks import on_final
-from ._lifecycle import NO_RETRY, Lifecycle, Retry, Run, Started
+from ._lifecycle import NO_RETRY, Lifecycle, Retry, Run, Started, failure_end, limit_end
 from ._observe import observe
 from ._portal import iterate
-from ._stream import Reply
-from ._window import Window
+from ._stream import Reply, stream_of
 from .abort import AbortSignal
-from .errors import AerixError, message_of
-from .events import (
-    AgentEvent,
-    Call,
-    EndEvent,
-    FinalEvent,
-    ResultEvent,
-    RetryEvent,
-    TextEvent,
-    TrimEvent,
-    TurnEvent,
-)
+from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
 from .model import ChatMessage, ContextExceeded, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import Hooks, Limits, ToolChoice, check_generation
 from .sessions import Session
@@ -61,7 +46,7 @@ from .turn import BadTurn, Turn, fit_text, json_closed, render_results, render_r
 __all__ = ["Agent", "Answer"]
 
 
-class Agent:
+class Agent(Conversation):
     """An agent: a model, instructions, tools, limits and hooks, and a conversation.
 
     Args:
@@ -130,13 +115,7 @@ class Agent:
         **unknown: Never,
     ) -> None:
         check_agent_options(unknown, model, instructions, constrain, concurrent_calls, name)
-        given = [
-            n for n, v in (("state", state), ("messages", messages), ("session", session)) if v is not None
-        ]
-        if len(given) > 1:
-            raise AerixError(
-                "options", f"give one of state=, messages= and session=, not {' and '.join(given)}"
-            )
+        check_sources(state, messages, session)
         self._tools = types.MappingProxyType(check_tools(tools))
         self._tool_list = tuple(self._tools.values())
         self._limits = Limits.of(limits)
@@ -160,21 +139,8 @@ class Agent:
         self._system: ChatMessage = {"role": "system", "content": self._contract.system}
         self._tool_texts = [fit_text(t) for t in self._tool_list]
         """The tools as a `ToolFit` model reads them."""
-        self._messages: list[ChatMessage] = []
-        self._window = Window()
-        """What is sent of the conversation when it outgrows the context (`_window`)."""
-        self._next_id = 0
         self._life = Lifecycle()
-        self._paused: Paused | None = None
-        """The turn whose calls wait for a decision, until `resume` completes it."""
-        if state is not None:
-            messages, self._paused = check_state(state, self._tools)
-            self._messages = list(messages)
-            self._next_id = highest_id(messages, self._paused)
-        self._store = Store(session)
-        if messages is not None:
-            self._restore(check_messages(messages))
-        self._store.load_now(self._restore, self._restore_pending)
+        self._open(state, messages, session)  # the conversation (`_conversation`)
 
     @property
     def name(self) -> str | None:
@@ -202,59 +168,9 @@ class Agent:
         return self._system["content"]
 
     @property
-    def messages(self) -> Sequence[ChatMessage]:
-        """The conversation so far (without the system message): completed turns only."""
-        return tuple(ChatMessage(role=m["role"], content=m["content"]) for m in self._messages)
-
-    @property
     def busy(self) -> bool:
         """Whether a run is in progress."""
         return self._life.busy
-
-    @property
-    def pending(self) -> tuple[Call, ...]:
-        """The calls that wait for a decision, in call order (empty when none wait): `resume`
-        takes one for each id."""
-        return () if self._paused is None else self._paused.pending
-
-    def state(self) -> dict[str, Any]:
-        """The agent's conversation and the calls that wait for a decision, as plain JSON.
-
-        `Agent(state=...)` with the same tools takes it back, in another process too
-        (`json.dumps` and `json.loads` on the way), and `resume` goes on from there.
-
-        Returns:
-            `{"messages": [...], "pending": None}`, or with the paused turn as `pending`:
-            its messages, and each of its calls, waiting with its reason or done with its result.
-        """
-        paused = None if self._paused is None else self._paused.to_json()
-        return {"messages": [dict(m) for m in self.messages], "pending": paused}
-
-    @property
-    def session(self) -> Session | None:
-        """The session that keeps the conversation, if the agent was given one."""
-        return self._store.session
-
-    def reset(self, messages: Iterable[ChatMessage] | None = None) -> None:
-        """Forget the conversation and any calls that wait, or start again from `messages`.
-
-        A session is cleared too (a synchronous one before this returns, an async
-        one before the next run), then given `messages`.
-
-        Raises:
-            AerixError: `kind="busy"` during a run; `kind="options"` for a bad message,
-                naming its index (nothing changes then).
-        """
-        try:
-            self._life.check_idle()
-        except AerixError:
-            raise AerixError(
-                "busy", "cannot reset the agent during a run; abort it or wait for its end"
-            ) from None
-        kept = [] if messages is None else check_messages(messages)
-        self._store.reset(kept)
-        self._restore(kept)
-        self._paused = None
 
     # -- running ---------------------------------------------------------------
 
@@ -279,52 +195,6 @@ class Agent:
         self._check_waiting()
         return self._handout(prompt, signal)
 
-    def resume(
-        self, decisions: Mapping[str, Any], *, signal: AbortSignal | None = None
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Go on with a run that ended `paused`, once each waiting call has its decision.
-
-        A new run, with its own limits: each decided call gets its `call` and
-        `result` events (an approved call does not pass `before_call` again), then
-        the model gets every result of the paused turn, in call order, and the run
-        goes on. It ends with exactly one `FinalEvent` or `EndEvent`, as `run`'s do.
-
-        Args:
-            decisions: Each waiting call's id (`pending`) to `True` (run it), `False`
-                (refuse it: `refused: denied`), `{"deny": reason}` (`refused: <reason>`)
-                or `{"input": {...}}` (run it with that input, checked as usual).
-            signal: Aborts the run when aborted.
-
-        Raises:
-            AerixError: `kind="options"` when no call waits, for a bad signal, or for a
-                missing, extra or bad decision, naming the ids (nothing changes then);
-                `kind="busy"` if a run is in progress.
-
-        Example:
-            >>> decisions = {"call_2": True, "call_3": {"deny": "not now"}}
-            >>> async for ev in agent.resume(decisions):  # doctest: +SKIP
-            ...     print(ev)
-        """
-        return self._handout(None, signal, self._decide(decisions, signal))
-
-    def resume_sync(
-        self, decisions: Mapping[str, Any], *, signal: AbortSignal | None = None
-    ) -> Iterator[AgentEvent]:
-        """`resume` for code without an event loop (or inside one: a notebook), as `run_sync`."""
-        decided = self._decide(decisions, signal)
-        return iterate(
-            lambda run_signal: observe(self, self._run(None, run_signal, None, decided), run_signal), signal
-        )
-
-    def _decide(self, decisions: object, signal: AbortSignal | None) -> dict[str, Verdict]:
-        """The checked decisions of a `resume`, before anything changes."""
-        if signal is not None and not isinstance(signal, AbortSignal):
-            raise AerixError("options", f"signal must be an AbortSignal or None, got {type(signal).__name__}")
-        self._life.check_idle()
-        if self._paused is None:
-            raise AerixError("options", "no call waits for a decision (agent.pending is empty); use run")
-        return check_decisions(self._paused, decisions)
-
     def _handout(
         self, prompt: str | None, signal: AbortSignal | None, decided: Mapping[str, Verdict] | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
@@ -334,14 +204,13 @@ class Agent:
         events = observe(self, self._run(prompt, signal, started, decided), signal)
         return Handout(events, lambda held: self._life.dropped(started, events, held))
 
-    def _check_waiting(self) -> None:
-        """Refuse a new run while calls wait for a decision."""
-        if self._paused is not None:
-            raise AerixError(
-                "busy",
-                f"the agent is paused, {self._paused.message}; decide them with agent.resume(...) "
-                "or forget them with agent.reset()",
-            )
+    def _handout_sync(
+        self, prompt: str | None, signal: AbortSignal | None, decided: Mapping[str, Verdict] | None = None
+    ) -> Iterator[AgentEvent]:
+        """A run's events, as `run_sync` and `resume_sync` hand them out."""
+        return iterate(
+            lambda run_signal: observe(self, self._run(prompt, run_signal, None, decided), run_signal), signal
+        )
 
     async def ask(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """Run to the end and return the final answer.
@@ -362,7 +231,7 @@ class Agent:
         check_run_args(prompt, signal)
         self._life.check_idle()
         self._check_waiting()
-        return iterate(lambda run_signal: observe(self, self._run(prompt, run_signal), run_signal), signal)
+        return self._handout_sync(prompt, signal)
 
     def ask_sync(self, prompt: str, *, signal: AbortSignal | None = None) -> Answer:
         """`ask` for code without an event loop (or inside one: a notebook)."""
@@ -405,7 +274,7 @@ class Agent:
             ending = self._ending(run)
             await self._store.flush()
         except (asyncio.CancelledError, Exception) as exc:
-            failure = self._failure(run, exc)
+            failure = failure_end(run, exc)
             if failure is None:  # the consumer's task is being cancelled: no ending, as Python expects
                 raise
             ending = failure
@@ -484,26 +353,13 @@ class Agent:
 
     async def _resumed(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
         """A resumed run's first step: the decided calls, each result kept in the paused turn as
-        it comes (an abort later loses none), then the whole turn kept."""
-        paused = self._paused
-        assert paused is not None and run.decided is not None
-        played = self._calls.play(paused.pending, run.seen, run.signal, None, run.decided)
+        it comes (an abort later loses none), then the whole turn kept (`_settle`)."""
+        assert self._paused is not None and run.decided is not None
+        played = self._calls.play(self._paused.pending, run.seen, run.signal, None, run.decided)
         try:
             async for ev in played:
                 if isinstance(ev, ResultEvent):
-                    paused = self._paused = paused.done(ev.id, ev.text, ev.error)
-                    if paused.pending:
-                        self._store.save_pending(paused.to_json())
-                    else:
-                        self._paused = None
-                        run.pending[:] = paused.messages[:-1]
-                        run.reply.text = paused.messages[-1]["content"]  # the paused turn's reply
-                        self._commit(run, render_results(paused.results, paused.dropped))
-                        # after the turn is kept: killed in between, the session's stale waiting
-                        # state is dropped when it is loaded (`_restore_pending`)
-                        self._store.save_pending(None)
-                        if paused.answer_next:  # a call past `limits.repeats`: the next turn may only answer
-                            run.choice = "none"
+                    self._settle(run, ev)
                 yield ev
         finally:
             await played.aclose()
@@ -515,28 +371,6 @@ class Agent:
             if fit is not None:
                 run.choice = "required" if fit else "none"
 
-    def _fit(self, run: Run, refused: ContextExceeded | None = None) -> list[TrimEvent]:
-        """Send less of the conversation: after the engine refused it as too long, or before
-        sending what would not fit the model's `context_window` (`_window`).
-
-        Raises:
-            ContextExceeded: After a refusal, nothing is left to leave out or shorten.
-        """
-        window, max_tokens = _context_window(self._model), self._limits.max_tokens
-        system, tail = self._system["content"], [*run.pending, *run.retry.messages]
-        if refused is None:
-            return self._window.before(
-                self._messages, system=system, tail=tail, context_window=window, max_tokens=max_tokens
-            )
-        return self._window.refused(
-            self._messages,
-            system=system,
-            tail=tail,
-            refused=refused,
-            context_window=window,
-            max_tokens=max_tokens,
-        )
-
     def _generate(self, run: Run) -> AsyncIterator[Delta]:
         """Ask the model for one generation: the conversation so far (what fits of it), under
         the turn's schema."""
@@ -547,18 +381,7 @@ class Agent:
         opts["handover"] = handover(self._system, messages[1 : len(messages) - len(run.retry.messages)], ())
         if self._constrain:
             opts["constraint"] = {"json": self._contract.schema(run.choice, run.retry.short)}
-        stream = self._model.chat(messages, opts)
-        if not hasattr(stream, "__aiter__"):
-            if inspect.iscoroutine(stream):
-                stream.close()  # never awaited: closed, so Python does not warn of it
-                raise TypeError(
-                    "the model's chat is a coroutine function; it must return an async iterator of Delta "
-                    "(write it as an async generator: `async def chat(...)` that yields)"
-                )
-            raise TypeError(
-                f"the model's chat returned {type(stream).__name__}, not an async iterator of Delta"
-            )
-        return stream
+        return stream_of(self._model.chat(messages, opts))
 
     def _retry(self, run: Run, bad: BadTurn) -> RetryEvent | None:
         """A bad or cut turn: the retry to ask for, or `None` when none is left (the last
@@ -595,83 +418,17 @@ class Agent:
             run.choice = "none"
         self._commit(run, render_results(results, turn.dropped))
 
-    def _commit(self, run: Run, answer: str | None = None) -> None:
-        """Keep a completed turn (the one place a conversation grows): the pending prompt, the
-        reply, and the results or the continue text."""
-        kept: list[ChatMessage] = [*run.pending, {"role": "assistant", "content": run.reply.text}]
-        if answer is not None:
-            kept.append({"role": "user", "content": answer})
-        run.pending.clear()
-        self._messages += kept
-        self._store.append(kept)  # a synchronous session's now; an async one's at the next event
-
     def _ending(self, run: Run) -> FinalEvent | EndEvent:
-        """The ending of a run that played to its end: its final, or the limit it stopped at."""
+        """The ending of a run that played to its end: its final, the calls it waits on, or the
+        limit it stopped at (`limit_end`)."""
         if run.final is not None:
             return run.final
         if run.paused is not None:  # the agent waits from now on: `pending`, `resume`
-            self._paused = run.paused
-            self._store.save_pending(run.paused.to_json())  # a session keeps the waiting calls too
+            self._pause(run.paused)
             return EndEvent(reason="paused", message=run.paused.message, pending=run.paused.pending)
-        limits, retry, n = self._limits, run.retry, run.generation
-        if not retry.failures:
-            plural = "" if n == 1 else "s"
-            return EndEvent(reason="turns", message=f"no final after {n} generation{plural} (limits.turns)")
-        if n == limits.turns:
-            return EndEvent(
-                reason="turns", message=f"the last generation allowed by limits.turns failed: {retry.reason}"
-            )
-        if retry.failures == 1:
-            return EndEvent(reason="retries", message=f"a bad turn (limits.retries=0): {retry.reason}")
-        message = (
-            f"{retry.failures} bad turns in a row (limits.retries={limits.retries}); last: {retry.reason}"
-        )
-        return EndEvent(reason="retries", message=message)
-
-    def _failure(self, run: Run, exc: BaseException) -> EndEvent | None:
-        """The ending of a run that raised `exc` (a failure ends it, never escapes), or `None` if the
-        consumer's task is being cancelled."""
-        signal = run.signal
-        if isinstance(exc, Aborted):
-            return aborted(signal)
-        if isinstance(exc, asyncio.CancelledError):
-            if run.guard.owns_cancel():
-                return aborted(signal)
-            task = asyncio.current_task()
-            if task is not None and task.cancelling() == 0:
-                return EndEvent(reason="error", message="CancelledError raised inside the run")
-            return None
-        if signal.aborted:  # a failure on the way out of an abort is the abort
-            return aborted(signal)
-        return EndEvent(reason="error", message=message_of(exc))
-
-    def _restore(self, messages: list[ChatMessage]) -> None:
-        """Take `messages` as the conversation; the next call id follows the highest they name."""
-        self._messages = messages
-        self._window = Window()
-        self._next_id = highest_id(messages, self._paused)
-
-    def _restore_pending(self, pending: Mapping[str, Any] | None) -> None:
-        """Take the calls a session keeps waiting for a decision (none, if the conversation holds
-        their results already: the session kept the completed turn, not yet that none wait)."""
-        paused = None if pending is None else Paused.of_json(pending, self._tools, "the session's pending")
-        self._paused = None if paused is None or paused.settled_in(self._messages) else paused
-        self._next_id = highest_id(self._messages, self._paused)
-
-    def _new_id(self) -> str:
-        self._next_id += 1
-        return f"call_{self._next_id}"
+        return limit_end(run, self._limits)
 
     def __repr__(self) -> str:
         name = "" if self._name is None else f"name={self._name!r}, "
         model = type(self._model).__name__
         return f"Agent({name}model={model}, tools={list(self._tools)}, limits={self._limits})"
-
-
-def _context_window(model: object) -> int | None:
-    """The model's `context_window`, where it says one (a whole number of tokens)."""
-    try:
-        window = getattr(model, "context_window", None)
-    except Exception:  # a property that fails says nothing
-        return None
-    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
