@@ -735,7 +735,7 @@ async def test_an_abort_between_the_last_result_and_the_pause_ends_with_abort_an
     assert agent.pending == () and agent.messages == ()
 
 
-async def test_a_hook_that_raises_in_a_resumed_call_ends_with_error_and_the_call_still_waits() -> None:
+async def test_a_hook_that_raises_after_a_resumed_call_ran_ends_with_error_and_it_is_not_run_again() -> None:
     def after(call: Call, text: str) -> None:
         raise RuntimeError("audit log down")
 
@@ -747,7 +747,12 @@ async def test_a_hook_that_raises_in_a_resumed_call_ends_with_error_and_the_call
     assert events[-1] == EndEvent(
         reason="error", message="hook after_call raised RuntimeError: audit log down"
     )
-    assert [c.id for c in agent.pending] == ["call_2"]
+    # its tool ran: it waits no more, and its result says why it has none
+    assert agent.pending == ()
+    assert (
+        "[call_2 wipe] error: the run ended before this call's result was kept"
+        in agent.messages[-1]["content"]
+    )
 
 
 async def test_an_engine_that_fails_after_the_resumed_turn_keeps_the_turn() -> None:

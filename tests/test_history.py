@@ -319,3 +319,84 @@ async def test_a_sync_load_is_taken_when_built_and_an_async_load_pending_before_
     assert [m["content"] for m in agent.messages] == ["old", '{"final":"x"}']
     assert (await agent.ask("next")).text == "new"
     assert len(session.kept) == 4
+
+
+async def test_an_async_sessions_waiting_calls_are_taken_before_a_resume_or_a_run() -> None:
+    session = AsyncSession()
+    busy = Agent(ScriptedModel([final("never")]), tools=[wipe], session=session)  # loads at its first run
+    first = Agent(ScriptedModel([call("wipe", path="a.txt")]), tools=[wipe], session=session)
+    assert [ev async for ev in first.run("tidy up")][-1].reason == "paused"
+    assert session.pending is not None
+
+    with pytest.raises(AerixError) as info:
+        [ev async for ev in busy.run("hello")]
+    assert info.value.kind == "busy" and "call_1" in info.value.message
+
+    model = ScriptedModel([final("deleted")])
+    second = Agent(model, tools=[wipe], session=session)
+    resumed = [ev async for ev in second.resume({"call_1": True})]
+    assert [ev.type for ev in resumed if ev.type in ("call", "result", "final")] == [
+        "call",
+        "result",
+        "final",
+    ]
+    assert session.pending is None
+    assert [m["role"] for m in session.kept] == ["user", "assistant", "user", "assistant"]
+
+    bad = Agent(ScriptedModel(), tools=[wipe], session=AsyncSession())
+    with pytest.raises(AerixError, match="no call waits"):
+        [ev async for ev in bad.resume({"call_1": True})]
+
+
+def test_an_agent_cannot_resume_calls_another_agent_on_the_session_decided(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    ran: list[str] = []
+
+    @tool(needs_approval=True)
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: How much.
+        """
+        ran.append(f"pay {amount}")
+        return "paid"
+
+    a = Agent(ScriptedModel([call("pay", amount=5), final("done")]), tools=[pay], session=SQLiteSession(path))
+    assert list(a.run_sync("pay 5"))[-1].reason == "paused"
+    b = Agent(ScriptedModel([final("done")]), tools=[pay], session=SQLiteSession(path))
+    assert list(b.resume_sync({"call_1": True}))[-1].type == "final"
+    with pytest.raises(AerixError, match="waiting calls changed") as info:
+        a.resume_sync({"call_1": True})
+    assert info.value.kind == "options" and "waiting now: none" in info.value.message
+    assert a.pending == () and a.messages == b.messages  # taken again from the session
+    assert ran == ["pay 5"]
+
+
+def test_a_decided_call_whose_after_call_raised_is_not_run_again() -> None:
+    ran: list[int] = []
+
+    @tool(needs_approval=True)
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: How much.
+        """
+        ran.append(amount)
+        return "paid"
+
+    def after(call: Any, result: str) -> None:
+        raise RuntimeError("audit log down")
+
+    agent = Agent(
+        ScriptedModel([call("pay", amount=7), final("done")]), tools=[pay], hooks={"after_call": after}
+    )
+    assert list(agent.run_sync("pay 7"))[-1].reason == "paused"
+    events = list(agent.resume_sync({"call_1": True}))
+    assert (
+        events[-1].type == "end" and events[-1].reason == "error" and "audit log down" in events[-1].message
+    )
+    assert agent.pending == ()  # it ran: it waits no more
+    assert "it is not run again" in agent.messages[-1]["content"]
+    assert ran == [7]

@@ -15,12 +15,13 @@ from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequenc
 from typing import Any
 
 from ._approvals import Paused, Verdict, check_decisions, check_state, highest_id
+from ._calls import Calls
 from ._history import Store, check_messages
 from ._lifecycle import Lifecycle, Run
 from ._window import Window
 from .abort import AbortSignal
 from .errors import AerixError
-from .events import AgentEvent, Call, ResultEvent, TrimEvent
+from .events import AgentEvent, Call, CallEvent, ResultEvent, TrimEvent
 from .model import ChatMessage, ContextExceeded, Model
 from .options import Limits
 from .sessions import Session
@@ -46,6 +47,7 @@ class Conversation:
     _model: Model
     _limits: Limits
     _system: ChatMessage
+    _calls: Calls
 
     def _open(
         self, state: Mapping[str, Any] | None, messages: Iterable[ChatMessage] | None, session: Session | None
@@ -161,14 +163,79 @@ class Conversation:
     ) -> Iterator[AgentEvent]:
         raise NotImplementedError  # the agent's: as `_handout`, for code without an event loop
 
-    def _decide(self, decisions: object, signal: AbortSignal | None) -> dict[str, Verdict]:
-        """The checked decisions of a `resume`, before anything changes."""
+    def _decide(self, decisions: object, signal: AbortSignal | None) -> Mapping[str, Verdict]:
+        """The checked decisions of a `resume`, before anything changes; an async session not
+        loaded yet has them checked once it is (`_loaded`), before the run's first event."""
         if signal is not None and not isinstance(signal, AbortSignal):
             raise AerixError("options", f"signal must be an AbortSignal or None, got {type(signal).__name__}")
         self._life.check_idle()
+        if not self._store.loaded:
+            return Undecided(decisions)
+        self._check_session_pending()
         if self._paused is None:
-            raise AerixError("options", "no call waits for a decision (agent.pending is empty); use run")
+            raise AerixError("options", _NONE_WAITS)
         return check_decisions(self._paused, decisions)
+
+    def _check_session_pending(self) -> None:
+        """Refuse to resume calls that the session no longer keeps waiting as this agent does:
+        another agent on the same session decided them (or others wait there now)."""
+        known, pending = self._store.pending_now()
+        mine = None if self._paused is None else self._paused.to_json()
+        if known and pending != mine:
+            self._store.reload(self._restore, self._restore_pending)
+            waiting = ", ".join(c.id for c in self.pending) or "none"
+            raise AerixError(
+                "options",
+                "the session's waiting calls changed since this agent read them (another agent on "
+                f"the same session decided them?); taken again from it: waiting now: {waiting}",
+            )
+
+    def _loaded(self, run: Run, prompt: str | None, decided: Mapping[str, Verdict] | None) -> None:
+        """Once an async session is loaded, before a run's first event: a run refused while calls
+        wait there (`busy`), or a resume's decisions checked against what waits (`options`).
+
+        Raises:
+            AerixError: as `run` or `resume` would have, had the session been loaded before.
+        """
+        try:
+            if prompt is not None:
+                self._check_waiting()
+            elif isinstance(decided, Undecided):
+                if self._paused is None:
+                    raise AerixError("options", _NONE_WAITS)
+                run.decided = check_decisions(self._paused, decided.given)
+                run.choice = "none" if self._paused.answer_next else "auto"
+        except AerixError as exc:
+            raise Refused(exc) from None
+
+    async def _resumed(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
+        """A resumed run's first step: the decided calls, each result kept in the paused turn as
+        it comes (an abort later loses none), then the whole turn kept (`_settle`)."""
+        assert self._paused is not None and run.decided is not None
+        played = self._calls.play(self._paused.pending, run.seen, run.signal, None, run.decided)
+        began: dict[str, str] = {}  # the decided calls under way: their tools may have run
+        try:
+            async for ev in played:
+                if isinstance(ev, CallEvent):
+                    began[ev.id] = ev.tool
+                elif isinstance(ev, ResultEvent):
+                    del began[ev.id]
+                    self._settle(run, ev)
+                yield ev
+        except BaseException:
+            self._unkept(run, began)
+            raise
+        finally:
+            await played.aclose()
+
+    def _unkept(self, run: Run, began: Mapping[str, str]) -> None:
+        """A resumed run failed while decided calls ran (a hook raised, an engine failed): their
+        tools may have acted, so they wait no more; each gets an error result saying so. After an
+        abort they stay waiting (the abort stopped them)."""
+        if run.signal.aborted:
+            return
+        for call_id, tool in list(began.items()):
+            self._settle(run, ResultEvent(id=call_id, tool=tool, text=UNKEPT, error=True))
 
     def _check_waiting(self) -> None:
         """Refuse a new run while calls wait for a decision."""
@@ -250,6 +317,28 @@ class Conversation:
     def _new_id(self) -> str:
         self._next_id += 1
         return f"call_{self._next_id}"
+
+
+_NONE_WAITS = "no call waits for a decision (agent.pending is empty); use run"
+
+UNKEPT = "error: the run ended before this call's result was kept; it is not run again"
+"""The result of a decided call whose resumed run failed while it ran (its tool may have acted)."""
+
+
+class Refused(Exception):
+    """A run that an async session, once loaded, refuses (as `run` or `resume` would have)."""
+
+    def __init__(self, error: AerixError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class Undecided(dict[str, Verdict]):
+    """A resume's decisions, given before an async session was loaded: checked once it is."""
+
+    def __init__(self, given: object) -> None:
+        super().__init__()
+        self.given = given
 
 
 def _context_window(model: object) -> int | None:

@@ -139,6 +139,29 @@ class Store:
             self._pending_loaded = True
         await self.flush()
 
+    def pending_now(self) -> tuple[bool, Mapping[str, Any] | None]:
+        """What a synchronous session says waits now, `(True, pending)`; `(False, None)` for an
+        async session (or none), which is not asked outside a run."""
+        session = self.session
+        if session is None or not self.loaded or is_async(session.load_pending):
+            return False, None
+        pending = session.load_pending()
+        if inspect.isawaitable(pending):
+            if inspect.iscoroutine(pending):
+                pending.close()
+            return False, None
+        return True, pending
+
+    def reload(
+        self,
+        restore: Callable[[list[ChatMessage]], None],
+        restore_pending: Callable[[Mapping[str, Any] | None], None],
+    ) -> None:
+        """Take the session's conversation and waiting calls again (on the next run, for an
+        async session)."""
+        self._messages_loaded = self._pending_loaded = False
+        self.load_now(restore, restore_pending)
+
     def append(self, messages: list[ChatMessage]) -> None:
         """Keep committed messages (a synchronous session's append raises here, ending the run)."""
         self._write("append", [dict(m) for m in messages])

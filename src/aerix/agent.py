@@ -27,7 +27,7 @@ from ._approvals import Paused, Verdict
 from ._calls import Calls, Results
 from ._checks import check_agent_options, check_calls_per_turn, check_run_args, check_tool_choice, check_tools
 from ._contract import Contract
-from ._conversation import Conversation, check_sources
+from ._conversation import Conversation, Refused, check_sources
 from ._guard import Aborted, Handout
 from ._handover import handover
 from ._hooks import on_final
@@ -36,7 +36,15 @@ from ._observe import observe
 from ._portal import iterate
 from ._stream import Reply, stream_of
 from .abort import AbortSignal
-from .events import AgentEvent, Call, EndEvent, FinalEvent, ResultEvent, RetryEvent, TextEvent, TurnEvent
+from .events import (
+    AgentEvent,
+    Call,
+    EndEvent,
+    FinalEvent,
+    RetryEvent,
+    TextEvent,
+    TurnEvent,
+)
 from .model import ChatMessage, ContextExceeded, Delta, GenerateOptions, GenerationOptions, Model, ToolFit
 from .options import Hooks, Limits, ToolChoice, check_generation
 from .sessions import Session
@@ -261,7 +269,10 @@ class Agent(Conversation):
             started.run = run
         guard, consumer = run.guard, run.consumer
         try:
+            loaded = self._store.loaded
             await self._store.ready(self._restore, self._restore_pending)
+            if not loaded:
+                self._loaded(run, prompt, decided)  # raises `Refused` as `run` or `resume` would have
             async with aclosing(self._play(run)) as play:
                 guard.arm()
                 async for ev in play:
@@ -273,6 +284,8 @@ class Agent(Conversation):
                     await self._store.flush()  # an async session's writes, as turns complete
             ending = self._ending(run)
             await self._store.flush()
+        except Refused as refused:  # as `run` or `resume` raise: no events
+            raise refused.error from None
         except (asyncio.CancelledError, Exception) as exc:
             failure = failure_end(run, exc)
             if failure is None:  # the consumer's task is being cancelled: no ending, as Python expects
@@ -350,19 +363,6 @@ class Agent(Conversation):
                 said: ChatMessage = {"role": "assistant", "content": reply.text}
                 run.paused = Paused.of_turn((*run.pending, said), calls, run.seen, turn.dropped)
                 return
-
-    async def _resumed(self, run: Run) -> AsyncGenerator[AgentEvent, None]:
-        """A resumed run's first step: the decided calls, each result kept in the paused turn as
-        it comes (an abort later loses none), then the whole turn kept (`_settle`)."""
-        assert self._paused is not None and run.decided is not None
-        played = self._calls.play(self._paused.pending, run.seen, run.signal, None, run.decided)
-        try:
-            async for ev in played:
-                if isinstance(ev, ResultEvent):
-                    self._settle(run, ev)
-                yield ev
-        finally:
-            await played.aclose()
 
     async def _choose_first(self, run: Run) -> None:
         """Under `"auto"`, let a `ToolFit` model say whether the first turn calls a tool or answers."""
