@@ -224,6 +224,8 @@ def split_results(content: str) -> tuple[list[tuple[str, str, str]], str] | None
 def sent_messages(conversation: Sequence[ChatMessage], sent: Sent) -> list[ChatMessage]:
     """The messages of `conversation` that are sent: those after the ones left out, with the
     shortened results in place of the whole ones."""
+    if not sent.shortened:  # the common case, on every generation: a slice
+        return list(conversation[sent.left_out :])
     places: dict[int, set[int]] = {}
     for index, place in sent.shortened:
         places.setdefault(index, set()).add(place)
