@@ -283,9 +283,9 @@ Traced heap from "{warm["label"]}" to "{last["label"]}": {warm["traced_kib"]} �
 
 Traced heap after each round: {" → ".join(str(c["traced_kib"]) for c in f["concurrent"][1:])} KiB
 (from round 2 to round {f["rounds"]}: {cn["traced_kib"] - c0["traced_kib"]:+.1f} KiB).
-No agent and no run outlives its round ("live agents" counts the soak's `Agent` objects still
-alive, "live runs" the runs' async generators, after `gc.collect()`); what stays is the last round's finished
-`asyncio.gather` and its tasks (held until the next round replaces them) and the
+No agent and no run outlives its batch of agents ("live agents" counts the soak's `Agent` objects
+still alive, "live runs" the runs' async generators, after `gc.collect()`); what stays is the latest
+batch's finished `asyncio.gather` and its tasks (held until the next batch replaces them) and the
 worker threads' state.
 Live tasks before and after: {f["tasks_before"]} → {f["tasks_after"]}. Threads before and after:
 {f["threads_before"]} → {f["threads_after"]} (aerix keeps at most {f["pool_max"]} idle worker threads
