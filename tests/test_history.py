@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -400,3 +401,94 @@ def test_a_decided_call_whose_after_call_raised_is_not_run_again() -> None:
     assert agent.pending == ()  # it ran: it waits no more
     assert "it is not run again" in agent.messages[-1]["content"]
     assert ran == [7]
+
+
+_KILLED = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from aerix import Agent, tool
+    from aerix.sessions import SQLiteSession
+    from aerix.testing import ScriptedModel
+
+    @tool
+    def step(n: int) -> str:
+        '''A step.
+
+        Args:
+            n: which
+        '''
+        if n == 3:
+            Path(sys.argv[2]).write_text("in step 3")
+            time.sleep(600)  # killed here, mid-run
+        return f"step {n} done"
+
+    turns = [json.dumps({"calls": [{"tool": "step", "input": {"n": n}}]}) for n in (1, 2, 3)]
+    agent = Agent(ScriptedModel(turns), tools=[step], session=SQLiteSession(sys.argv[1]))
+    agent.ask_sync("do three steps")
+    """
+)
+
+
+def test_a_process_killed_mid_run_keeps_every_completed_turn(tmp_path: Path) -> None:
+    path, flag = tmp_path / "chats.db", tmp_path / "flag"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    child = subprocess.Popen([sys.executable, "-c", _KILLED, str(path), str(flag)], env=env)
+    try:
+        for _ in range(1200):
+            if flag.exists() or child.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert flag.exists(), "the child never reached its third step"
+    finally:
+        child.kill()
+        child.wait(30)
+    kept = SQLiteSession(path).load()
+    # the prompt, then two completed turns with their results; the third turn never completed
+    assert [m["role"] for m in kept] == ["user", "assistant", "user", "assistant", "user"]
+    assert "step 2 done" in kept[-1]["content"]
+    model = ScriptedModel([call("add", a=1, b=1), final("2")])
+    agent = Agent(model, tools=[add], session=SQLiteSession(path))
+    events = list(agent.run_sync("1 + 1?"))
+    assert [ev.id for ev in events if ev.type == "call"] == ["call_3"]
+    assert model.calls[0].messages[1:6] == kept
+
+
+_PAUSED = textwrap.dedent(
+    """
+    import json
+    from aerix import Agent, tool
+    from aerix.testing import ScriptedModel
+
+    @tool(needs_approval=True)
+    def wipe(path: str) -> str:
+        '''Delete a file.
+
+        Args:
+            path: The file.
+        '''
+        return f"deleted {path}"
+
+    agent = Agent(ScriptedModel([json.dumps({"calls": [{"tool": "wipe", "input": {"path": "a.txt"}}]})]), tools=[wipe])
+    events = list(agent.run_sync("tidy up"))
+    assert events[-1].reason == "paused"
+    print(json.dumps(agent.state()))
+    """
+)
+
+
+def test_a_paused_run_is_resumed_in_another_process_from_its_state() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", _PAUSED], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    model = ScriptedModel([final("deleted a.txt")])
+    agent = Agent(model, tools=[wipe], state=json.loads(out.stdout))
+    assert [c.id for c in agent.pending] == ["call_1"]
+    events = list(agent.resume_sync({"call_1": True}))
+    assert [(ev.type, getattr(ev, "text", None)) for ev in events if ev.type in ("result", "final")] == [
+        ("result", "deleted a.txt"),
+        ("final", "deleted a.txt"),
+    ]
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user", "assistant"]
