@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ._checks import unencodable
+from ._window import result_ids
 from .errors import AerixError, a_kind
 from .events import Call
 from .model import ChatMessage
@@ -124,10 +125,8 @@ class Paused:
         Args:
             messages: A conversation.
         """
-        ids = {s.call.id.removeprefix("call_") for s in self.slots}
-        return any(
-            n in ids for m in messages if m["role"] == "user" for n in _RESULT_ID.findall(m["content"])
-        )
+        ids = {s.call.id for s in self.slots}
+        return any(call_id in ids for call_id in result_ids(messages))
 
     def done(self, call_id: str, text: str, error: bool) -> Paused:
         """This turn with the result of one of its waiting calls in."""
@@ -286,10 +285,6 @@ def check_state(value: object, tools: Mapping[str, Tool]) -> tuple[tuple[ChatMes
     return messages, paused
 
 
-_RESULT_ID = re.compile(r"^\[call_([1-9][0-9]{0,17}) ", re.MULTILINE)
-"""A call's id where a results message names it (`[call_3 weather] ...`)."""
-
-
 def highest_id(messages: Sequence[ChatMessage], paused: Paused | None = None) -> int:
     """The highest call number that the results in `messages` and the calls of `paused` hold
     (0 for none): the agent's next call id follows it.
@@ -298,7 +293,7 @@ def highest_id(messages: Sequence[ChatMessage], paused: Paused | None = None) ->
         messages: A conversation.
         paused: A turn whose calls wait, if any.
     """
-    said = (int(n) for m in messages if m["role"] == "user" for n in _RESULT_ID.findall(m["content"]))
+    said = (int(i.removeprefix("call_")) for i in result_ids(messages))
     waiting = () if paused is None else (int(s.call.id.removeprefix("call_")) for s in paused.slots)
     return max((*said, *waiting), default=0)
 

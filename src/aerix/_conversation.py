@@ -60,12 +60,11 @@ class Conversation:
         self._next_id = 0
         self._paused: Paused | None = None
         """The turn whose calls wait for a decision, until `resume` completes it."""
-        if state is not None:
-            messages, self._paused = check_state(state, self._tools)
-            self._messages = list(messages)
-            self._next_id = highest_id(messages, self._paused)
         self._store = Store(session)
-        if messages is not None:
+        if state is not None:
+            kept, self._paused = check_state(state, self._tools)
+            self._restore(list(kept))
+        elif messages is not None:
             self._restore(check_messages(messages))
         self._store.load_now(self._restore, self._restore_pending)
 

@@ -184,6 +184,11 @@ class Store:
         if messages:
             self.append(messages)
 
+    @property
+    def due(self) -> bool:
+        """Whether writes wait to be made (`flush`)."""
+        return self._clear or bool(self._writes)
+
     async def flush(self) -> None:
         """Make an async session's due writes, in order."""
         session = self.session

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from .events import TrimEvent
 from .model import ChatMessage, ContextExceeded
+from .turn import render_results
 
 __all__ = [
     "KEEP",
@@ -347,12 +348,27 @@ def _long_results(
 
 def _shorten(results: list[tuple[str, str, str]], after: str, places: set[int]) -> str:
     """A results message with the results at `places` shortened to their start and a note."""
-    lines = [_RESULTS.rstrip("\n")]
-    for place, (call_id, tool, text) in enumerate(results):
-        if place in places:
-            text = (
-                f"{text[:KEEP]}… [{len(text) - KEEP} more characters of {call_id}'s result left out to fit "
-                f"the context window; call {tool} again to read them]"
-            )
-        lines.append(f"[{call_id} {tool}] {text}")
-    return "\n".join(lines) + after
+    return (
+        render_results(
+            [
+                (i, tool, _cut(i, tool, text) if p in places else text)
+                for p, (i, tool, text) in enumerate(results)
+            ]
+        )
+        + after
+    )
+
+
+def _cut(call_id: str, tool: str, text: str) -> str:
+    """A result's start and a note of how much of it is left out."""
+    return (
+        f"{text[:KEEP]}… [{len(text) - KEEP} more characters of {call_id}'s result left out to fit "
+        f"the context window; call {tool} again to read them]"
+    )
+
+
+def result_ids(messages: Sequence[ChatMessage]) -> Iterable[str]:
+    """The call ids that the results messages of `messages` name, in order."""
+    for m in messages:
+        if m["role"] == "user" and (parts := split_results(m["content"])) is not None:
+            yield from (call_id for call_id, _, _ in parts[0])

@@ -281,9 +281,11 @@ class Agent(Conversation):
                     consumer.hand(guard.disarm())
                     yield ev
                     guard.arm()  # raises `Aborted` if the run was aborted, or freed, meanwhile
-                    await self._store.flush()  # an async session's writes, as turns complete
+                    if self._store.due:  # an async session's writes, as turns complete
+                        await self._store.flush()
             ending = self._ending(run)
-            await self._store.flush()
+            if self._store.due:
+                await self._store.flush()
         except Refused as refused:  # as `run` or `resume` raise: no events
             raise refused.error from None
         except (asyncio.CancelledError, Exception) as exc:

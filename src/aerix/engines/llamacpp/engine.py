@@ -480,7 +480,6 @@ class LlamaCpp:
         choice = self._slots.choose(prompt, self._tokenize, text_reuse=self._text_reuse)
         self._check_room(len(choice.plan.tokens), req.max_tokens)
         plan = self._slots.take(choice)
-        self._threads.choose()
         counts = Counts()
         phase = ["prefill"]
         self._live = (t0, len(plan.tokens), plan.reuse, counts, phase)
@@ -488,6 +487,8 @@ class LlamaCpp:
         finish: FinishReason = "stop"
         try:
             todo = plan.tokens[plan.reuse :]
+            if todo:  # the threads for a prefill: none to choose when all of it is cached
+                self._threads.choose()
             # What the schema forces first (`{"`) needs no logits of its own: it is
             # evaluated with the prompt's last chunk instead of in a decode of its own.
             opening = self._decoder.forced(constrained, req.max_tokens)
