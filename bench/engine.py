@@ -291,9 +291,9 @@ def decode_speed(reps: int, threads: int, runs: int = 1) -> tuple[str, dict[str,
         f"- constrained / llama-cpp-python's grammar sampler: "
         f"**{figures['constrained_vs_llama_grammar']:.2f}**\n"
         f"- llama-cpp-python grammar / its unconstrained: "
-        f"{figures['llama_grammar_vs_llama_unconstrained']:.2f}\n\n"
-        f"Outputs (last repetition):\n{outputs}"
+        f"{figures['llama_grammar_vs_llama_unconstrained']:.2f}"
     )
+    print(f"Outputs (last repetition):\n{outputs}\n")  # printed, not written: the page keeps the figures
     engine.close()
     mask_only.close()
     unbiased.close()

@@ -523,60 +523,36 @@ def markdown(timings: list[Timings], reps: int, warmup: int, load: tuple[float, 
     for t in timings:
         seen.setdefault(t.contender.name, t.contender)
     how = "\n".join(f"- **{c.name}** {c.version}: `{c.how}`" for c in seen.values())
-    results = "\n".join(verdicts(timings))
+    # every verdict is printed; the page keeps those of the headline rows and the floor's
+    results = "\n".join(line for line in verdicts(timings) if line.startswith(f"- {HEADLINE},"))
     return f"""## Loop overhead per turn
 
-`bench/loop_overhead.py`. One tool, `add(a: int, b: int) -> int` (returns `a + b`), and a
-scripted model that answers the prompt with {CALL_TURNS} turns, each calling `add` once with
-arguments that vary with the turn index (`a=i, b=2i+1`, sent as JSON text the way a provider
-sends them), then a final answer (`"{FINAL}"`) in turn {TURNS}. The scripted replies are built
-before the clock starts, so the time of a run is the library's loop: rendering, parsing,
-validating, dispatching the tool and bookkeeping. Overhead per turn = wall time of the run /
-{TURNS}. All libraries run in one process, the async ones on one event loop; each did {warmup}
-warm-up runs, then {reps} timed runs, the libraries taking turns run by run in a shuffled
-order, each run after a garbage collection (with the objects that exist after the warm-up
-frozen by `gc.freeze()`, so that collection is cheap and leaves no library with cold caches).
-Each run is checked afterwards: {CALL_TURNS} `add` results with the right values and the final
-text. Each library is used in its most direct documented way:
+`bench/loop_overhead.py`. One tool, `add(a: int, b: int) -> int`, and a scripted model that
+answers with {CALL_TURNS} turns, each calling `add` once (arguments varying with the turn, sent
+as JSON text the way a provider sends them), then a final answer in turn {TURNS}. The replies
+are built before the clock starts, so a run's time is the library's loop: rendering, parsing,
+validating, dispatching the tool, bookkeeping. Overhead per turn = wall time / {TURNS}. All
+libraries run in one process, the async ones on one event loop: {warmup} warm-up runs each, then
+{reps} timed runs, taking turns run by run in a shuffled order, each after a garbage collection
+(with the warm-up's objects frozen by `gc.freeze()`). Each run's {CALL_TURNS} results and final
+are checked. Each library is used in its most direct documented way:
 
 {how}
 
-`add` is timed both as a plain function and as a coroutine function. aerix, pydantic-ai and
-the OpenAI Agents SDK run a plain-function tool on a worker thread (so it cannot block the
-event loop), which costs a thread hop per call; a coroutine tool is awaited on the loop.
-smolagents is synchronous, takes only plain functions and calls them inline, so it has one row.
-The **hand-written floor** plays the same scenario with the least code an asyncio program
-needs: one coroutine streams each text from `BareModel`, parses it with `json.loads`, calls
-`add` (inline if it is a plain function: no thread hop) and appends the turn and the result to
-a list of messages; no checks, no events. A row divided by the floor is that library's own cost.
-The `def` rows vary the most from run to run: each call wakes a worker thread and then the
-loop's thread, and on a virtual machine such a wake-up costs far more when it crosses to an
-idle core (which the kernel picks whenever one is idle) than on the same one, and each is a
-chance for another process to take the core (compare p10 with the median). So on Linux aerix
-pins an idle worker to the core the loop's thread is on just before it hands it a call, and
-the worker lets go of the pin before the tool runs (the tool, and any thread or process it
-starts, keeps every core the process may use): two `sched_setaffinity` calls a hand-off.
-**aerix (ScriptedModel, workers not pinned)** is the same run without the pin.
-**aerix (ScriptedModel, blocking=False)** makes `add` with `tool(add, blocking=False)`, which
-declares a plain function that never blocks: aerix calls it on the event loop, as the floor
-does, without the thread hop.
-aerix is timed with `aerix.testing.ScriptedModel`, which also records a copy of every call's
-messages and estimates token counts over the whole conversation on every turn, and with
-`BareModel`, a five-line model that only streams the texts, like the peers' fakes; the
-difference is the test double's own work, not the loop's.
-**aerix (ScriptedModel, traced (sdk))** is the same run under `aerix.otel.instrument` with the
-OpenTelemetry SDK's `TracerProvider` exporting every span to memory through a
-`SimpleSpanProcessor` (each run is checked for its {TURNS} generation spans, {CALL_TURNS} tool
-spans and run span): the cost of tracing, side by side with the same run not instrumented,
-where the loop hands its events on through no tracing code at all. **traced (no-op)** is
-instrumented with the API's `NoOpTracerProvider`, whose spans cost next to nothing: what is
-left is aerix's own part (the generator that watches the events and makes the spans), the
-rest of the sdk row is the SDK's.
+`add` is timed as a plain function and as a coroutine function. aerix, pydantic-ai and the
+OpenAI Agents SDK run a plain-function tool on a worker thread (it cannot block the event
+loop): a thread hop per call; `tool(add, blocking=False)` declares one that never blocks, which
+aerix calls on the loop. smolagents is synchronous and calls tools inline: one row. The
+**hand-written floor** is the least an asyncio program does: stream each text, `json.loads` it,
+call `add`, append the turn and result; a row divided by it is that library's own cost. On Linux
+aerix pins an idle worker to the loop's core for its wake-up (*workers not pinned*: without).
+`ScriptedModel` also records every call and estimates token counts each turn; `BareModel` only
+streams the texts, like the peers' fakes. The *traced* rows run under `aerix.otel.instrument`:
+*sdk* with the OpenTelemetry SDK exporting every span to memory, *no-op* with the API's
+`NoOpTracerProvider` (what is left is aerix's own part).
 
 Machine: {_report.machine()}; load average {load[0]:.1f} before the run, {load[1]:.1f} after
-(with more than {os.cpu_count()}, other processes shared the cores, and they cut a long run
-more often than a short one: compare the rows of one table, not times across runs, and expect
-higher ratios to the floor than on an idle machine).
+(with more than {os.cpu_count()}, other processes shared the cores: compare the rows of one table).
 
 {table(timings)}
 
