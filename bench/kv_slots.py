@@ -15,8 +15,8 @@ It prints the tables and writes them to docs/benchmarks.md (sections "kv_slots" 
    with `kv_slots=1`, each configuration on an engine of its own, the two run turn by
    turn in lockstep so that a change in the machine's load falls on both.
 2. An agent and its sub-agent (`--part subagent`): a trip planner whose tool
-   `ask_expert` runs another `Agent` (a geography expert with a lookup tool, a fresh
-   conversation each call), three calls a run, one for each place of the trip (the
+   `ask_expert` is another `Agent` (a geography expert with a lookup tool) as a tool
+   (`as_tool`: a fresh conversation each call), three calls a run, one for each place of the trip (the
    first forced by `tool_choice`; hooks give each call the next place, refuse a
    fourth and ask for the next place when the planner answers early), `--runs` runs,
    the same figures per run.
@@ -258,28 +258,17 @@ class Planner:
 
 
 def planner(model: Metered) -> Planner:
-    """The trip planner, its `ask_expert` tool running a fresh expert `Agent` each call."""
+    """The trip planner, with the geography expert as its tool `ask_expert` (`Agent.as_tool`: a
+    fresh copy of the expert, a new conversation, each call)."""
     calls = [0]
-
-    @tool
-    async def ask_expert(question: str) -> str:
-        """Ask the geography expert one question about one place.
-
-        Args:
-            question: The question, naming the place
-        """
-        calls[0] += 1
-        expert = Agent(
-            model=model,
-            instructions="You are a geography expert. Look the place up, then answer in one sentence.",
-            tools=[lookup],
-            limits=LIMITS,
-            generation=GENERATION,
-        )
-        try:
-            return (await expert.ask(question)).text
-        except aerix.AerixError as exc:
-            return f"error: the expert did not answer ({exc.message})"
+    expert = Agent(
+        model=model,
+        instructions="You are a geography expert. Look the place up, then answer in one sentence.",
+        tools=[lookup],
+        limits=LIMITS,
+        generation=GENERATION,
+    )
+    ask_expert = expert.as_tool(name="ask_expert", description="Ask the geography expert about one place.")
 
     places: list[str] = []
 
@@ -288,7 +277,8 @@ def planner(model: Metered) -> Planner:
         # next place, and once every place is asked about, the planner sums up.
         if calls[0] >= len(places):
             return {"deny": "the expert answered about every place: sum up the trip now"}
-        return {"input": {"question": f"What is {places[calls[0]]} known for?"}}
+        calls[0] += 1
+        return {"input": {"prompt": f"What is {places[calls[0] - 1]} known for?"}}
 
     def more(_text: str) -> dict[str, str] | None:
         if calls[0] >= len(places):

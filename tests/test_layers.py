@@ -20,6 +20,7 @@ LOOP = {
     "aerix.agent",
     "aerix._lifecycle",
     "aerix._conversation",
+    "aerix._agent_tool",
     "aerix._approvals",
     "aerix._window",
     "aerix._history",

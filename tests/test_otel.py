@@ -932,3 +932,30 @@ async def test_llamacpp_chat_spans_carry_its_name_and_what_each_generation_cost(
         for name in ("aerix.prefill.duration", "aerix.decode.duration"):
             seconds = attrs[name]
             assert isinstance(seconds, float) and seconds >= 0
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+async def test_an_agent_tools_run_is_a_child_of_its_calls_execute_tool_span(
+    traced: None, exporter: InMemorySpanExporter, at_once: bool
+) -> None:
+    def inner(word: str) -> Agent:
+        return Agent(model=ScriptedModel([json.dumps({"final": word})]), name=word)
+
+    calls = [{"tool": name, "input": {"prompt": "hi"}} for name in ("alpha", "beta")]
+    script = [json.dumps({"calls": calls}), FINAL]
+    tools = [inner("alpha").as_tool(), inner("beta").as_tool()]
+    boss = Agent(
+        model=ScriptedModel(script), tools=tools, calls_per_turn=2, concurrent_calls=at_once, name="boss"
+    )
+    await play(boss)
+    spans = exporter.get_finished_spans()
+    top = only(spans, "invoke_agent boss")
+    for name in ("alpha", "beta"):
+        call = only(spans, f"execute_tool {name}")
+        run = only(spans, f"invoke_agent {name}")
+        assert parent_id(call) == span_id(top)
+        assert parent_id(run) == span_id(call)  # its own call's span, even among calls at once
+        assert trace_id(run) == trace_id(top)
+    inner_chats = [s for s in by_name(spans, "chat ScriptedModel") if parent_id(s) != span_id(top)]
+    runs = {span_id(only(spans, f"invoke_agent {name}")) for name in ("alpha", "beta")}
+    assert sorted(parent_id(s) for s in inner_chats) == sorted(runs)  # one generation under each

@@ -35,6 +35,7 @@ from typing import Any
 from ._approvals import NEEDS_APPROVAL, Slot, Verdict
 from ._guard import Aborted
 from ._hooks import after_call, before_call
+from ._observe import CALL, OBSERVERS
 from .abort import AbortSignal
 from .events import Call, CallEvent, ResultEvent
 from .options import Hooks, Limits
@@ -192,7 +193,8 @@ class Calls:
     def _run(self, call: Call, signal: AbortSignal) -> Coroutine[Any, Any, tuple[str, bool]]:
         """The call's tool, run on its checked input with `signal`."""
         cx = ToolContext(signal=signal, call_id=call.id)
-        return run_tool(self.tools[call.tool], call.input, cx, checked=True)
+        job = run_tool(self.tools[call.tool], call.input, cx, checked=True)
+        return _observed(call.id, job) if OBSERVERS else job
 
     async def _finish(self, step: _Step, seen: Seen, signal: AbortSignal) -> ResultEvent:
         """The `result` event of a planned call: its refusal, its repeat note, or the tool's
@@ -219,6 +221,15 @@ class Calls:
         if step.key is not None:
             seen.last[step.key] = (call.id, text)
         return ResultEvent(id=call.id, tool=call.tool, text=text, error=error)
+
+
+async def _observed(call_id: str, job: Coroutine[Any, Any, tuple[str, bool]]) -> tuple[str, bool]:
+    """`job`, a call's tool, run with `CALL` saying which call it is (for what observes runs)."""
+    token = CALL.set(call_id)
+    try:
+        return await job
+    finally:
+        CALL.reset(token)
 
 
 _sorted_json = json.JSONEncoder(sort_keys=True, default=repr).encode

@@ -11,8 +11,9 @@ A turn whose calls wait for a decision is kept apart (`_approvals.Paused`,
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from ._approvals import Paused, Verdict, check_decisions, check_state, highest_id
 from ._calls import Calls
@@ -67,6 +68,13 @@ class Conversation:
         elif messages is not None:
             self._restore(check_messages(messages))
         self._store.load_now(self._restore, self._restore_pending)
+
+    def _copy(self) -> Self:
+        """A copy of this agent, idle, with an empty conversation of its own and no session."""
+        twin = copy.copy(self)
+        twin._life = Lifecycle()
+        twin._open(None, None, None)
+        return twin
 
     @property
     def messages(self) -> Sequence[ChatMessage]:

@@ -9,12 +9,13 @@ wraps them and sees each event as the consumer asks for it. With no observer,
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
+from contextvars import ContextVar
 from typing import Any, TypeAlias
 
 from .abort import AbortSignal
 from .events import AgentEvent
 
-__all__ = ["OBSERVERS", "Observer", "observe"]
+__all__ = ["CALL", "OBSERVERS", "Observer", "observe"]
 
 Observer: TypeAlias = Callable[
     [Any, AsyncGenerator[AgentEvent, None], AbortSignal | None], AsyncGenerator[AgentEvent, None]
@@ -25,6 +26,11 @@ itself."""
 
 OBSERVERS: list[Observer] = []
 """The observers every new run passes through, first added innermost."""
+
+CALL: ContextVar[str | None] = ContextVar("aerix_call", default=None)
+"""The id of the call whose tool runs in this context, set while an observed run runs its
+tools (not set when nothing observes): a run made inside a tool (an agent as a tool) reads
+it, so that an observer knows which call of the outer run it belongs to."""
 
 
 def observe(

@@ -1,16 +1,12 @@
 """The agent: the loop that asks a model for one turn at a time.
 
-A run goes: the prompt → a turn (one generation, parsed; a typed final
-checked) → its calls, each through `before_call`, the repeat rule, the input
-check, the tool and `after_call` (`_calls`: one at a time, or at once) → their
-results as the next user message → the next turn … → a final or a limit.
-`Agent._play` tells that story as events; `Agent._run` hands them to the
-consumer and ends the run, in one place, with exactly one ending: the final
-or the limit `_play` stopped at (`_ending`), or what stopped it (`failure_end`).
-How a run starts, is dropped, abandoned and released is `_lifecycle`'s; what
-the runs leave (the conversation, kept a turn at a time by `_commit`, and a turn
-whose calls wait for a person's decision until `resume` runs the decided calls,
-`_resumed`) is `_conversation`'s, which `Agent` inherits.
+A run goes: the prompt → a turn (one generation, parsed; a typed final checked) →
+its calls (`_calls`: one at a time, or at once) → their results as the next user
+message → the next turn … → a final or a limit. `Agent._play` tells that story as
+events; `Agent._run` hands them out and ends the run, in one place, with exactly one
+ending (`_ending`, or what stopped it: `failure_end`). How a run starts and is
+released is `_lifecycle`'s; what the runs leave (the conversation, the calls that wait
+for a decision) is `_conversation`'s, which `Agent` inherits; `as_tool`, `_agent_tool`'s.
 """
 
 from __future__ import annotations
@@ -22,6 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, M
 from contextlib import aclosing
 from typing import Any, Never
 
+from ._agent_tool import agent_tool
 from ._answer import Answer, answer_of
 from ._approvals import Paused, Verdict
 from ._calls import Calls, Results
@@ -144,6 +141,7 @@ class Agent(Conversation):
         self._model = model
         self._constrain = constrain
         self._name = name
+        self._instructions = instructions
         self._system: ChatMessage = {"role": "system", "content": self._contract.system}
         self._tool_texts = [fit_text(t) for t in self._tool_list]
         """The tools as a `ToolFit` model reads them."""
@@ -179,6 +177,22 @@ class Agent(Conversation):
     def busy(self) -> bool:
         """Whether a run is in progress."""
         return self._life.busy
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool another agent may call: input `{"prompt": string}`.
+
+        Each call runs a copy of this agent on a new conversation (`_agent_tool`), so calls
+        may run at once. The result is its final's text; any other ending, an error result.
+
+        Args:
+            name: The tool's name (default: the agent's `name`, which must then be one).
+            description: What the calling model reads (default: the instructions,
+                else `Ask the agent NAME.`).
+
+        Raises:
+            AerixError: `kind="options"` when there is no name, or it is not a tool name.
+        """
+        return agent_tool(self, name, description)
 
     # -- running ---------------------------------------------------------------
 

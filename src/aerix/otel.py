@@ -21,6 +21,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing, suppress
+from contextvars import ContextVar
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aerix.otel needs OpenTelemetry: pip install 'aerix[otel]'") from exc
 
-from ._observe import OBSERVERS
+from ._observe import CALL, OBSERVERS
 from .abort import AbortSignal
 from .errors import AerixError, describe
 from .events import (
@@ -54,6 +55,10 @@ _CUT = "cut: "
 """How a retry reason (or an ending's message) says the turn reached `max_tokens`."""
 _PROVIDERS = {"LlamaCpp": "llama_cpp", "OpenAICompatible": "openai"}
 """`gen_ai.provider.name` of aerix's engines (OpenAICompatible speaks the OpenAI API)."""
+_OUTER: ContextVar[_RunSpans | None] = ContextVar("aerix_otel_run", default=None)
+"""The traced run whose events are being made in this context: a run made in one of its
+tools finds the call's span there (`CALL` says which call)."""
+
 _STATS = (
     ("forced_tokens", "aerix.usage.forced_tokens"),
     ("prefill_s", "aerix.prefill.duration"),
@@ -102,9 +107,12 @@ def instrument(
     def observer(
         agent: Any, events: AsyncGenerator[AgentEvent, None], signal: AbortSignal | None
     ) -> AsyncGenerator[AgentEvent, None]:
-        # the parent is the caller's span when the run is made: `run_sync` drives it on another thread
+        # the parent is the caller's span when the run is made (`run_sync` drives it on another
+        # thread); a run made in a tool of a traced run: that call's span, even among calls at once
         spans = _RunSpans(tracer, agent, capture_content, signal)
-        return _traced(spans, events, otel_context.get_current())
+        outer, call = _OUTER.get(), CALL.get()
+        parent = outer.call_context(call) if outer is not None and call is not None else None
+        return _traced(spans, events, otel_context.get_current() if parent is None else parent)
 
     OBSERVERS.append(observer)
 
@@ -129,12 +137,13 @@ async def _traced(
         while True:
             spans.asking()
             # the span in progress is current while the run works: the engine's and tools' spans nest in it
-            token = otel_context.attach(spans.current)
+            token, outer = otel_context.attach(spans.current), _OUTER.set(spans)
             try:
                 ev = await events.__anext__()
             except StopAsyncIteration:
                 return
             finally:
+                _OUTER.reset(outer)
                 otel_context.detach(token)
             spans.see(ev)
             yield ev
@@ -381,6 +390,11 @@ class _RunSpans:
         self._current_tool()
         if self._calls_left == 0 and self._turns < self._max_turns:
             self._generating = True
+
+    def call_context(self, call_id: str) -> Context | None:
+        """The context of the call in progress with this id (its `execute_tool` span), if any."""
+        found = self._tools.get(call_id)
+        return None if found is None else found[1]
 
     def _current_tool(self) -> None:
         """A lone call in progress is current (its tool's spans nest in it); several at once: the run."""

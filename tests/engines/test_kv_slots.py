@@ -6,6 +6,7 @@ Fast tests on the tiny generated GGUF; the real model's are in test_kv_slots_rea
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,14 @@ from _signals import AbortAfter
 
 pytest.importorskip("llama_cpp", reason="the LlamaCpp tests need aerix[llama]")
 
-from aerix.abort import AbortSignal
+from aerix import Agent, Limits
+from aerix.abort import AbortController, AbortSignal
 from aerix.engines import LlamaCpp
 from aerix.engines.llamacpp import _llama
 from aerix.engines.llamacpp._slots import most_slots
 from aerix.errors import AerixError
 from aerix.model import ChatMessage, ContextExceeded, Delta, GenerateOptions, Usage
+from aerix.tools import ToolContext, run_tool
 
 SYSTEM: ChatMessage = {"role": "system", "content": "You answer in JSON. " * 3}
 
@@ -292,3 +295,78 @@ async def test_reset_forgets_every_conversation(slots: Any) -> None:
     engine.reset()
     assert engine._slots.kept == [] and engine._cache.n_tokens == 0
     assert (await a.turn()).cached_tokens == 0
+
+
+# -- agents on one engine ---------------------------------------------------------------------
+
+ANSWER = Limits(turns=1, retries=0, max_tokens=24)
+"""One short generation a run: the tiny model's text is noise, its prompt is what counts."""
+
+
+def first_usage(events: list[Any]) -> dict[str, Any]:
+    """The first generation's usage event of a run, as a dict."""
+    return next(e if isinstance(e, dict) else e.to_dict() for e in events if _type(e) == "usage")
+
+
+def _type(event: Any) -> str:
+    return event["type"] if isinstance(event, dict) else event.type
+
+
+@pytest.mark.parametrize("kv_slots", [4, 1])
+async def test_playground_sessions_each_keep_their_own_conversation_warm(slots: Any, kv_slots: int) -> None:
+    pytest.importorskip("starlette")
+    import httpx
+
+    from aerix.playground import create_app
+
+    engine = slots(kv_slots)
+    app = create_app(lambda: engine, tools=[], limits=ANSWER)
+    clients = [
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") for _ in range(2)
+    ]
+    usages: list[list[dict[str, Any]]] = [[], []]
+    try:
+        for _ in range(2):
+            for i, client in enumerate(clients):
+                settings = {
+                    "instructions": f"You are helper number {i} of two, the {('first', 'second')[i]}."
+                }
+                r = await client.post("/api/run", json={"prompt": f"a question of {i}", "settings": settings})
+                assert r.status_code == 200, r.text
+                got = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+                usages[i].append(first_usage(got))
+    finally:
+        for client in clients:
+            await client.aclose()
+    # the runs end cut, keeping nothing: each session's second prompt is its first again
+    for _, second in usages:  # after the other session ran, each reuses its own conversation
+        reused = second["cached_tokens"] / second["prompt_tokens"]
+        assert reused >= 0.9 if kv_slots == 4 else reused < 0.5
+
+
+@pytest.mark.parametrize("kv_slots", [4, 1])
+async def test_an_agent_reuses_its_own_after_the_agent_it_calls_ran(slots: Any, kv_slots: int) -> None:
+    engine = slots(kv_slots)
+    expert = Agent(model=engine, instructions="You know every city. " * 8, name="expert", limits=ANSWER)
+    helper = expert.as_tool()
+    boss = Agent(model=engine, instructions="You plan trips.", tools=[helper], limits=ANSWER)
+    usages = []
+    for step in range(2):
+        usages.append(first_usage([ev async for ev in boss.run("plan a trip")]))  # keeps nothing
+        # the agent it calls, a fresh copy a call, runs on the same engine in between
+        before = engine.last_stats
+        cx = ToolContext(signal=AbortController().signal, call_id=f"call_{step}")
+        text, _ = await run_tool(helper, {"prompt": f"What is Lisbon known for? ({step})"}, cx)
+        assert text and engine.last_stats is not before  # it generated
+    reused = usages[1]["cached_tokens"] / usages[1]["prompt_tokens"]
+    assert reused >= 0.9 if kv_slots == 4 else reused < 0.5
+
+
+async def test_an_agent_tool_whose_model_is_closed_says_so(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf, n_ctx=512, n_threads=1)
+    helper = Agent(model=engine, name="expert", limits=ANSWER).as_tool()
+    engine.close()
+    cx = ToolContext(signal=AbortController().signal, call_id="call_1")
+    text, error = await run_tool(helper, {"prompt": "Lisbon?"}, cx)
+    assert error
+    assert text == "error: agent expert ended without an answer (error): this LlamaCpp engine is closed"
