@@ -40,11 +40,9 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -54,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _agent_tasks.run import Outcome, run_task, summary_table
 from _agent_tasks.tasks import PARTS, TASKS, part_of
 from _report import Progress, machine, write_section
+from _servers import served
 
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "default": ("aerix, default engine", {}),
@@ -78,12 +77,6 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_peer(args: argparse.Namespace, task_ids: list[str], out: Any = None) -> tuple[str, list[Outcome]]:
     """The tasks through smolagents (`peer_smolagents.py` under `args.peer_python`) against
     `llama_cpp.server` serving the same GGUF on 127.0.0.1; its label and outcomes (each
@@ -96,25 +89,7 @@ def run_peer(args: argparse.Namespace, task_ids: list[str], out: Any = None) -> 
             f"--peer smolagents needs a Python with smolagents at {python}: "
             "python3 -m venv .venv-bench && .venv-bench/bin/pip install smolagents==1.26.0 openai"
         )
-    port = _free_port()
-    served = ["--model", str(model_path(args.model)), "--host", "127.0.0.1", "--port", str(port)]
-    served += ["--chat_format", "chatml-function-calling", "--n_ctx", "4096"]
-    served += ["--n_threads", str(args.threads), "--n_threads_batch", str(args.threads)]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", *served],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"llama_cpp.server did not start on port {port}") from None
-                time.sleep(1)
+    with served("lcp", model_path(args.model), args.threads) as base_url:
         version = subprocess.run(
             [str(python), "-c", "import smolagents; print(smolagents.__version__)"],
             capture_output=True,
@@ -125,8 +100,8 @@ def run_peer(args: argparse.Namespace, task_ids: list[str], out: Any = None) -> 
         command = [
             str(python),
             str(ROOT / "bench" / "_agent_tasks" / "peer_smolagents.py"),
-            "--port",
-            str(port),
+            "--base-url",
+            base_url,
         ]
         command += ["--seed", str(args.seed), "--temperature", str(temperature)]
         command += [a for i in task_ids for a in ("--task", i)]
@@ -146,9 +121,6 @@ def run_peer(args: argparse.Namespace, task_ids: list[str], out: Any = None) -> 
         if peer.wait() != 0:
             raise SystemExit(f"the smolagents peer failed (exit {peer.returncode})")
         return f"smolagents {version} `ToolCallingAgent`", outcomes
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _default_temperature() -> float:

@@ -59,8 +59,9 @@ def test_the_tool_takes_a_prompt_and_is_named_and_described_after_the_agent() ->
     assert not t.needs_approval
 
 
-def test_without_instructions_the_description_says_whom_to_ask() -> None:
-    sub = Agent(model=ScriptedModel([echo]), name="helper")
+@pytest.mark.parametrize("instructions", ["", "  \n "])
+def test_without_instructions_the_description_says_whom_to_ask(instructions: str) -> None:
+    sub = Agent(model=ScriptedModel([echo]), instructions=instructions, name="helper")
     assert sub.as_tool().description == "Ask the agent helper."
     named = sub.as_tool(name="second_opinion")
     assert (named.name, named.description) == ("second_opinion", "Ask the agent second_opinion.")
@@ -205,6 +206,13 @@ def test_an_inner_run_that_ends_without_a_final_is_an_error_result_naming_the_ag
     assert text.startswith("error: agent researcher ended without an answer (turns): ")
     assert "2" in text  # the limit's message, which names it
     assert isinstance(answer.events[-1], FinalEvent)  # the outer run goes on
+
+
+def test_an_agent_named_otherwise_than_its_tool_is_named_by_both() -> None:
+    sub = Agent(model=ScriptedModel(['{"calls":[]}'] * 3), name="City Expert", limits={"turns": 1})
+    answer = asyncio.run(outer(sub.as_tool(name="city"), "Lisbon?").ask("go"))
+    text, error = results(answer.events)["call_1"]
+    assert error and text.startswith("error: agent City Expert (the tool city) ended without an answer")
 
 
 def test_an_inner_engine_failure_is_an_error_result_with_its_message() -> None:

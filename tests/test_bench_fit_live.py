@@ -5,13 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from _bfcl.data import Entry, in_part, load
-from aerix.engines.llamacpp import FIT_THRESHOLD
-from fit_live import THRESHOLDS, curve, mismatches, words
+from fit_live import THRESHOLDS, choose, curve, mismatches, words
 
 
 def entry(id: str, *names: str) -> Entry:
@@ -43,9 +40,19 @@ def test_every_mismatch_of_the_tuning_part_is_another_tuning_entry() -> None:
 
 
 def test_the_curve_counts_calls_at_or_above_the_threshold_and_declines_below() -> None:
-    auc, rows = curve([0.5, 0.1, -0.3], [0.0, -0.5])
-    assert auc == pytest.approx(5 / 6)  # 0.5 and 0.1 beat both; -0.3 beats -0.5 only
-    by_threshold = {t: row for t, row in zip(THRESHOLDS, rows[2:], strict=True)}
+    rows = curve([0.5, 0.1, -0.3], [0.0, -0.5], chosen=0.25, default=0.33)
+    shown = [t for t in sorted({*THRESHOLDS, 0.25, 0.33})]
+    by_threshold = {t: row for t, row in zip(shown, rows[2:], strict=True)}
     assert by_threshold[0.0] == "| +0.00 | 67% | 50% |"
     assert by_threshold[0.1] == "| +0.10 | 67% | 100% |"
-    assert by_threshold[FIT_THRESHOLD] == f"| **{FIT_THRESHOLD:+.2f} (the engine's)** | **33%** | **100%** |"
+    assert by_threshold[0.25] == "| **+0.25 (chosen here)** | **33%** | **100%** |"
+    assert by_threshold[0.33] == "| +0.33 (the engine's default) | 33% | 100% |"
+    same = curve([0.5], [0.0], chosen=0.2, default=0.2)
+    assert "| **+0.20 (chosen here: the engine's default)** | **100%** | **100%** |" in same
+
+
+def test_the_chosen_threshold_is_the_lowest_that_declines_enough() -> None:
+    declines = [i / 100 for i in range(100)]  # 0.00 … 0.99: a threshold t declines the share below t
+    assert choose([1.0], declines) == 0.85
+    assert choose([1.0], [-2.0] * 20) == -1.0  # every mismatch below the lowest step
+    assert choose([1.0], [0.1] * 17 + [0.5] * 3) == 0.11  # 17 of 20: 85%

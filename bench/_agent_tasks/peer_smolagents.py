@@ -25,11 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _agent_tasks.score import solved
-from _agent_tasks.tasks import TASKS, Task, part_of
+from _agent_tasks.peers import outcome
+from _agent_tasks.tasks import TASKS, Task
 from _agent_tasks.world import TOOLS
 
 CONFIG = "smolagents"
+"""The outcomes' configuration name, unless `--config` gives another."""
 _TYPES = {"string": "string", "number": "number", "integer": "integer", "boolean": "boolean"}
 
 
@@ -71,7 +72,7 @@ def smol_tool(name: str, log: list[dict[str, Any]]) -> Any:
     return cls()
 
 
-def run_task(model: Any, task: Task) -> dict[str, Any]:
+def run_task(model: Any, task: Task, config: str = CONFIG) -> dict[str, Any]:
     """One task's run through `ToolCallingAgent`, as a `run.Outcome`'s fields."""
     from smolagents import ActionStep, LogLevel, ToolCallingAgent
 
@@ -89,22 +90,19 @@ def run_task(model: Any, task: Task) -> dict[str, Any]:
         final = f"{type(exc).__name__}: {exc}"[:300]
     steps = [s for s in agent.memory.steps if isinstance(s, ActionStep)]
     generations = len(steps)  # one model call each, the answer asked for past max_steps included
-    return {
-        "id": task.id,
-        "part": part_of(task),
-        "config": CONFIG,
-        "solved": ending == "final" and solved(final, task.answer),
-        "ending": ending,
-        "final": final,
-        "generations": generations,
-        "calls": log,
-        "seconds": time.perf_counter() - t0,
-    }
+    return outcome(task, config, ending, final, generations, log, t0)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--base-url", default=None, help="the server's /v1 URL (default: 127.0.0.1 at --port)")
+    ap.add_argument("--config", default=CONFIG, help="the outcomes' configuration name")
+    ap.add_argument(
+        "--tool-choice",
+        default="auto",
+        help='"auto" (llama-cpp-python\'s chatml-function-calling takes no other) or "required" (smolagents\' own)',
+    )
     ap.add_argument("--task", action="append", help="a task id, repeatable; default: every task")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperature", type=float, default=0.8)
@@ -115,16 +113,15 @@ def main() -> int:
     for task in chosen:
         model = OpenAIServerModel(
             model_id="smollm2",
-            api_base=f"http://127.0.0.1:{args.port}/v1",
+            api_base=args.base_url or f"http://127.0.0.1:{args.port}/v1",
             api_key="none",
             flatten_messages_as_text=True,  # llama_cpp.server takes only string contents
             temperature=args.temperature,
             seed=args.seed + int(task.id.rsplit("_", 1)[1]),
             max_tokens=512,
-            # smolagents asks for "required"; llama-cpp-python's chatml-function-calling takes only "auto".
-            tool_choice="auto",
+            tool_choice=args.tool_choice,
         )
-        print(json.dumps(run_task(model, task), default=str), flush=True)
+        print(json.dumps(run_task(model, task, args.config), default=str), flush=True)
     return 0
 
 

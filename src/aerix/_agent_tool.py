@@ -40,12 +40,15 @@ def agent_tool(agent: Agent, name: str | None, description: str | None) -> Tool:
         raise AerixError(
             "options", f"as_tool: description must be a string or None, got {type(description).__name__}"
         )
-    about = description if description is not None else (agent._instructions or f"Ask the agent {tool_name}.")
+    if description is None:
+        description = agent._instructions if agent._instructions.strip() else f"Ask the agent {tool_name}."
+    # who the results name: the agent's own name, and the tool's where it has another
+    said = tool_name if agent.name in (None, tool_name) else f"{agent.name} (the tool {tool_name})"
 
     async def ask(input: dict[str, Any], cx: ToolContext) -> str:
-        return await _ask(agent, tool_name, input["prompt"], cx)
+        return await _ask(agent, said, input["prompt"], cx)
 
-    return tool(name=tool_name, description=about, input=_PROMPT, run=ask)
+    return tool(name=tool_name, description=description, input=_PROMPT, run=ask)
 
 
 def _tool_name(agent: Agent, name: object) -> str:

@@ -235,8 +235,11 @@ class ScriptedModel:
 
     def _refusal(self, messages: list[ChatMessage], max_tokens: int | None) -> ContextExceeded | None:
         """The refusal of a prompt that leaves no room for `max_tokens` in `context_window`."""
-        window, size = self.context_window, self.prompt_tokens(messages)
-        if window is None or size + (max_tokens or 1) <= window:
+        window = self.context_window
+        if window is None:  # no window: nothing to count
+            return None
+        size = self.prompt_tokens(messages)
+        if size + (max_tokens or 1) <= window:
             return None
         room = "" if max_tokens is None else f" with max_tokens={max_tokens}"
         return ContextExceeded(

@@ -617,10 +617,14 @@ def json_copy(value: Any) -> Any:
         value: A JSON value.
     """
     if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _ATOMS else json_copy(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [json_copy(v) for v in value]
+        return [v if type(v) in _ATOMS else json_copy(v) for v in value]
     return value
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""JSON's values that are no container: `json_copy` keeps them as they are without a call."""
 
 
 def cancelling() -> bool:

@@ -24,7 +24,7 @@ from _signals import AbortAfter
 from aerix.abort import AbortController
 from aerix.engines import LlamaCpp
 from aerix.engines._load import load, model_path
-from aerix.engines.llamacpp import FIT_THRESHOLD
+from aerix.engines.llamacpp import FIT_THRESHOLD, FIT_THRESHOLDS, fit_key
 from aerix.errors import AerixError
 from aerix.model import ChatMessage, ContextExceeded, Delta, GenerateOptions, Model, ToolFit
 
@@ -324,15 +324,18 @@ def test_llama_cpp_options_still_pass_through(tiny_gguf: Path) -> None:
         engine.close()
 
 
-@pytest.mark.parametrize("value", [True, "0.2", float("nan"), float("inf")])
-def test_fit_threshold_must_be_a_number_or_none(tiny_gguf: Path, value: object) -> None:
-    with pytest.raises(AerixError, match=f"fit_threshold must be a number or None, got {value!r}") as info:
+@pytest.mark.parametrize("value", [True, "0.2", "Calibrated", float("nan"), float("inf")])
+def test_fit_threshold_must_be_a_number_calibrated_or_none(tiny_gguf: Path, value: object) -> None:
+    with pytest.raises(
+        AerixError,
+        match=f"fit_threshold must be a number, 'calibrated' or None, got {re.escape(repr(value))}",
+    ) as info:
         LlamaCpp(tiny_gguf, fit_threshold=value)  # type: ignore[arg-type]
     assert info.value.kind == "options"
 
 
 async def test_fit_scores_leave_the_chat_cache_alone(tiny_gguf: Path) -> None:
-    engine = LlamaCpp(tiny_gguf, n_ctx=256)
+    engine = LlamaCpp(tiny_gguf, n_ctx=256, fit_threshold=FIT_THRESHOLD)
     try:
         assert isinstance(engine, ToolFit)
         await collect(engine, [user("hello there")], max_tokens=4, temperature=0)
@@ -394,9 +397,41 @@ async def test_fit_scores_of_long_and_empty_requests(tiny_gguf: Path) -> None:
 async def test_no_fit_threshold_has_no_opinion(tiny_gguf: Path) -> None:
     engine = LlamaCpp(tiny_gguf, fit_threshold=None)
     try:
+        assert engine.fit_threshold is None
         assert await engine.tools_fit("hello", ["greet: Say hello."]) is None
     finally:
         engine.close()
+
+
+async def test_a_model_with_no_calibrated_threshold_leaves_the_choice_to_the_model(tiny_gguf: Path) -> None:
+    engine = LlamaCpp(tiny_gguf)  # "calibrated": the tiny model has no threshold of its own
+    try:
+        assert fit_key(engine.metadata) is None
+        assert engine.fit_threshold is None
+        assert await engine.tools_fit("hello", ["greet: Say hello."]) is None
+        assert engine._fit is None  # no score was computed for nothing
+    finally:
+        engine.close()
+    given = LlamaCpp(tiny_gguf, fit_threshold=0.1)
+    try:
+        assert given.fit_threshold == 0.1
+        assert isinstance(await given.tools_fit("hello", ["greet: Say hello."]), bool)
+    finally:
+        given.close()
+
+
+def test_a_known_model_is_told_by_its_metadata() -> None:
+    smollm2 = {
+        "general.basename": "smollm2",
+        "general.size_label": "135M",
+        "general.finetune": "8k-lc100k-mix1-ep2",
+        "general.file_type": "3",
+    }
+    assert fit_key(smollm2) == "smollm2-instruct"
+    assert FIT_THRESHOLDS["smollm2-instruct"] == FIT_THRESHOLD
+    assert fit_key({**smollm2, "general.file_type": "7"}) is None  # another quantisation: not calibrated
+    assert fit_key({**smollm2, "general.size_label": "360M"}) is None
+    assert fit_key({}) is None
 
 
 async def test_prompt_longer_than_the_context_is_refused_with_its_size(tiny_gguf: Path) -> None:

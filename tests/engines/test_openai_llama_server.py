@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -36,6 +32,7 @@ if (
 import httpx
 
 import aerix
+from _servers import MESSAGES, WEATHER_SCHEMA, free_port, running
 from aerix import Agent, Limits, tool
 from aerix.engines.openai import EngineError, OpenAICompatible
 from aerix.engines.openai._context import context_refusal
@@ -46,79 +43,15 @@ from aerix.turn import turn_schema
 pytestmark = pytest.mark.slow
 
 GGUF = aerix.model_path("smollm2-instruct")
-READY_WITHIN = 120.0
-"""Seconds the server may take to load the model and answer."""
-
-WEATHER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string"},
-        "temperature": {"type": "integer"},
-        "sky": {"enum": ["sunny", "cloudy", "rain"]},
-    },
-    "required": ["city", "temperature", "sky"],
-    "additionalProperties": False,
-}
-MESSAGES: list[ChatMessage] = [
-    {"role": "system", "content": "You answer with one JSON object."},
-    {"role": "user", "content": "What is the weather in Lisbon today?"},
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """`python -m llama_cpp.server` on SmolLM2, on a free loopback port; yields its base URL."""
-    port = _free_port()
-    log = open(os.devnull, "w")  # noqa: SIM115 - closed below, after the process
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(GGUF),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "2048",
-            "--interrupt_requests",
-            "False",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + READY_WITHIN
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode} before answering")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer within {READY_WITHIN:g} s")
-            time.sleep(0.2)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--n_ctx", "2048", "--interrupt_requests", "False"]
+    yield from running(command, f"http://127.0.0.1:{port}/v1", "llama_cpp.server")
 
 
 def check_weather(value: Any) -> None:

@@ -11,6 +11,7 @@ _NEEDS = {"numpy": "numpy", "llama_cpp": "llama-cpp-python", "llguidance": "llgu
 """The `llama` extra's packages that the engine imports, by module."""
 
 try:
+    from ._fit_thresholds import FIT_THRESHOLDS, fit_key
     from ._stats import GenerationStats, Progress
     from .engine import CLOSE_BIAS, COPY_BIAS, FIT_THRESHOLD, STRING_CHOICES, LlamaCpp
 except ModuleNotFoundError as exc:  # an extra's package, not aerix's own
@@ -22,8 +23,10 @@ __all__ = [
     "CLOSE_BIAS",
     "COPY_BIAS",
     "FIT_THRESHOLD",
+    "FIT_THRESHOLDS",
     "STRING_CHOICES",
     "GenerationStats",
     "LlamaCpp",
     "Progress",
+    "fit_key",
 ]

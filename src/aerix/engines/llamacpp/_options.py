@@ -11,7 +11,7 @@ import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ...errors import AerixError
 from . import _llama
@@ -56,7 +56,7 @@ class Options:
     no_placeholders: bool
     heuristics: frozenset[str]
     """The names of the heuristics that act (`check_heuristics`)."""
-    fit_threshold: float | None
+    fit_threshold: float | Literal["calibrated"] | None
     amx: bool
     verbose: bool
     llama_kwargs: dict[str, Any]
@@ -94,7 +94,7 @@ def check_options(
     new_call_bias: float,
     no_placeholders: bool,
     heuristics: object,
-    fit_threshold: float | None,
+    fit_threshold: float | Literal["calibrated"] | None,
     amx: bool,
     verbose: bool,
     llama_kwargs: dict[str, Any],
@@ -145,7 +145,7 @@ def check_options(
         new_call_bias=float(new_call_bias),
         no_placeholders=no_placeholders,
         heuristics=check_heuristics(heuristics),
-        fit_threshold=None if fit_threshold is None else float(fit_threshold),
+        fit_threshold=fit_threshold if fit_threshold in (None, "calibrated") else float(fit_threshold),
         amx=amx,
         verbose=verbose,
         llama_kwargs=llama_kwargs,
@@ -210,10 +210,10 @@ def _check_string_choices(value: object) -> None:
 
 
 def _check_fit_threshold(value: object) -> None:
-    if value is not None and (
+    if value is not None and value != "calibrated" and (
         isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
     ):
-        raise AerixError("options", f"fit_threshold must be a number or None, got {value!r}")
+        raise AerixError("options", f"fit_threshold must be a number, 'calibrated' or None, got {value!r}")
 
 
 def _check_template(source: object) -> None:

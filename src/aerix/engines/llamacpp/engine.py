@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from ._cache import KvCache
 from ._constraint import Constrained, SchemaCompiler
 from ._decode import Counts, Decoder, Job
 from ._fit import FitScorer
+from ._fit_thresholds import FIT_THRESHOLDS, fit_key
 from ._hooks import default_hooks
 from ._idle import PrefillThreads
 from ._lookahead import Lookahead
@@ -63,9 +64,10 @@ NEW_CALL_BIAS = 4.0
 """The default `new_call_bias` (see `LlamaCpp`), in logits."""
 _PICKS_KEPT = 64
 """How many requests' tool fits the pick keeps (`LlamaCpp._fits`)."""
-FIT_THRESHOLD = 0.33
-"""The default `fit_threshold` (see `LlamaCpp`), in nats per token: a tool fits a request from
-this score on (`LlamaCpp.fit_score`); docs/quality.md describes how it was chosen."""
+FIT_THRESHOLD = FIT_THRESHOLDS["smollm2-instruct"]
+"""The embedded SmolLM2-135M-Instruct's default `fit_threshold` (see `LlamaCpp`), in nats per
+token: a tool fits a request from this score on (`LlamaCpp.fit_score`); docs/quality.md
+describes how it was chosen. Each known model has its own (`FIT_THRESHOLDS`)."""
 
 
 class LlamaCpp:
@@ -142,8 +144,10 @@ class LlamaCpp:
             `nearby_fields`, `booleans`. `None` (the default): all of them.
         fit_threshold: The score from which a tool fits a request (`fit_score`); an
             `Agent` with `tool_choice="auto"` asks `tools_fit` before a run's first
-            turn, and calls a tool if one fits, else answers. `None`: no opinion
-            (the model's first key decides, as with any other model).
+            turn, and calls a tool if one fits, else answers. `"calibrated"` (the
+            default): the threshold chosen for this model (`FIT_THRESHOLDS`, by its
+            GGUF metadata) if it has one, else `None`. `None`: no opinion (the model's
+            first key decides, as with any other model, and as on a server).
         amx: Let llama.cpp use its AMX matrix path on a CPU with AMX (Intel Xeon from
             Sapphire Rapids on). It crashes llama.cpp there (ggml-org/llama.cpp#20824), so
             by default the weights load on such a CPU without llama.cpp's extra buffer types
@@ -182,7 +186,7 @@ class LlamaCpp:
         new_call_bias: float = NEW_CALL_BIAS,
         no_placeholders: bool = True,
         heuristics: Mapping[str, bool] | None = None,
-        fit_threshold: float | None = FIT_THRESHOLD,
+        fit_threshold: float | Literal["calibrated"] | None = "calibrated",
         amx: bool = False,
         verbose: bool = False,
         **llama_kwargs: Any,
@@ -248,7 +252,11 @@ class LlamaCpp:
         self._no_placeholders = options.no_placeholders
         self._heuristics = options.heuristics
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
-        self._fit_threshold = options.fit_threshold
+        self._fit_threshold = (
+            FIT_THRESHOLDS.get(fit_key(self._llama.metadata) or "")
+            if options.fit_threshold == "calibrated"
+            else options.fit_threshold
+        )
         self._fit: FitScorer | None = None
         self._bos = self._template.bos_token.encode()
         # Byte matching needs pieces that tokenise alone exactly: byte-level BPE, or a
@@ -284,6 +292,12 @@ class LlamaCpp:
     def metadata(self) -> dict[str, str]:
         """The GGUF metadata, as strings."""
         return dict(self._llama.metadata)
+
+    @property
+    def fit_threshold(self) -> float | None:
+        """The `fit_threshold` in use: the one given, or this model's calibrated one (`None`:
+        no tool-fit decision, the model's first key decides under `tool_choice="auto"`)."""
+        return self._fit_threshold
 
     @property
     def n_ctx(self) -> int:
