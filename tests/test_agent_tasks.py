@@ -213,3 +213,37 @@ def test_the_summary_puts_the_report_part_first_with_the_gap() -> None:
     mixed = summary_table([("a", "config A"), ("peer", "the peer")], [*outcomes, peer]).splitlines()
     assert mixed[3].startswith("| the peer | 100.0% (1/1) | 100.0% (1/1) |")
     assert mixed[3].endswith("| not run | — | — | — | — | — |")
+
+
+def test_the_side_by_side_says_how_the_runs_without_a_final_ended() -> None:
+    from _agent_tasks.run import Outcome
+    from agent_peers import CONFIGS, SERVERS, what_failed
+
+    def outcome(config: str, ending: str, final: str = "") -> Outcome:
+        return Outcome(
+            id="agent_02", part="report", config=config, solved=False, ending=ending, final=final,
+            generations=1, seconds=0.1,
+        )  # fmt: skip
+
+    runs = [
+        outcome("a", "final"),
+        outcome("b", "error", "HTTP 400: request (4436 tokens) exceeds the available context size"),
+        outcome("b", "turns"),
+        outcome("b", "error", "second"),
+    ]
+    assert what_failed(runs, "a") == "every run ended with a final"
+    assert what_failed(runs, "b") == (
+        "2 `error`, 1 `turns`; the first error: "
+        "'HTTP 400: request (4436 tokens) exceeds the available context size'"
+    )
+    assert all(server is None or server in SERVERS for _, server in CONFIGS.values())
+
+
+def test_the_peers_outcome_has_the_fields_of_an_outcome() -> None:
+    from _agent_tasks.peers import outcome
+    from _agent_tasks.run import Outcome
+
+    task = next(t for t in TASKS if t.id == "agent_02")
+    got = Outcome(**outcome(task, "pydantic-ai", "final", task.answer, 2, [], 0.0))
+    assert got.solved and got.part == "report" and got.generations == 2
+    assert not Outcome(**outcome(task, "pydantic-ai", "turns", task.answer, 8, [], 0.0)).solved

@@ -1357,3 +1357,15 @@ def test_models_lists_what_loads_without_a_network(
     } in listed
     assert [m["name"] for m in listed] == [m.name for m in aerix.engines.local_models()]
     assert hub.requests == []
+
+
+def test_a_trimmed_conversation_is_said_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window holds the system message, one prompt and max_tokens, not two prompts.
+    monkeypatch.setattr("sys.stdin", io.StringIO("x" * 800 + "\n" + "y" * 800 + "\n"))
+    model = ScriptedModel([FINAL, FINAL], context_window=850)
+    assert cli.main(["chat", "--max-tokens", "64"], model=model) == 0
+    lines = capsys.readouterr().out.splitlines()
+    trims = [line for line in lines if "outgrew" in line]
+    assert trims == ["↻ the conversation outgrew the context: 2 earlier messages left out"]

@@ -959,3 +959,14 @@ async def test_an_agent_tools_run_is_a_child_of_its_calls_execute_tool_span(
     inner_chats = [s for s in by_name(spans, "chat ScriptedModel") if parent_id(s) != span_id(top)]
     runs = {span_id(only(spans, f"invoke_agent {name}")) for name in ("alpha", "beta")}
     assert sorted(parent_id(s) for s in inner_chats) == sorted(runs)  # one generation under each
+
+
+async def test_a_trim_is_an_event_on_the_run_span(traced: None, exporter: InMemorySpanExporter) -> None:
+    model = ScriptedModel(['{"final":"first"}', '{"final":"second"}'], context_window=150)
+    agent = Agent(model=model, limits={"max_tokens": 32}, name="trimmer")
+    await play(agent, "x" * 160)
+    exporter.clear()
+    await play(agent, "y" * 160)  # with the first exchange, the prompt would not fit
+    run = only(exporter.get_finished_spans(), "invoke_agent trimmer")
+    (trim,) = [e for e in run.events if e.name == "aerix.trim"]
+    assert dict(trim.attributes or {}) == {"aerix.trim.dropped": 2, "aerix.trim.kept": 1}

@@ -34,6 +34,8 @@ from _agent_tasks.world import TOOLS
 
 MAX_REQUESTS = 8
 MAX_TOKENS = 512
+TASK_SECONDS = 300.0
+"""A run that takes longer (a server that keeps generating past `max_tokens`) ends with `error`."""
 
 
 def _logged(name: str, log: list[dict[str, Any]]) -> Any:
@@ -68,15 +70,13 @@ def outcome(task: Task, config: str, ending: str, final: str, generations: int, 
 
 
 async def pydantic_ai_task(
-    base_url: str, task: Task, config: str, settings: dict[str, Any]
+    base_url: str, task: Task, config: str, settings: dict[str, Any], log: list[dict[str, Any]]
 ) -> dict[str, Any]:
     from pydantic_ai import Agent, ModelRetry, Tool, UsageLimits
     from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.messages import ModelResponse
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
-
-    log: list[dict[str, Any]] = []
 
     def tool(name: str) -> Any:
         run = _logged(name, log)
@@ -121,7 +121,7 @@ def _requests(log: list[dict[str, Any]], ending: str) -> int:
 
 
 async def openai_agents_task(
-    base_url: str, task: Task, config: str, settings: dict[str, Any]
+    base_url: str, task: Task, config: str, settings: dict[str, Any], log: list[dict[str, Any]]
 ) -> dict[str, Any]:
     from agents import (
         Agent,
@@ -135,7 +135,6 @@ async def openai_agents_task(
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)  # no key to export traces with, and nowhere to send them
-    log: list[dict[str, Any]] = []
 
     def tool(name: str) -> Any:
         run = _logged(name, log)
@@ -198,8 +197,15 @@ def main() -> int:
     runner = RUNNERS[args.library]
     for task in chosen:
         settings = {"temperature": args.temperature, "seed": args.seed + int(task.id.rsplit("_", 1)[1])}
-        outcome = asyncio.run(runner(args.base_url, task, args.config or args.library, settings))
-        print(json.dumps(outcome, default=str), flush=True)
+        config = args.config or args.library
+        t0 = time.perf_counter()
+        log: list[dict[str, Any]] = []  # the calls, kept when the run is stopped
+        try:
+            run = runner(args.base_url, task, config, settings, log)
+            done = asyncio.run(asyncio.wait_for(run, TASK_SECONDS))
+        except TimeoutError:  # its generations: one a call, and the one that did not end
+            done = outcome(task, config, "error", f"no end within {TASK_SECONDS:g} s", len(log) + 1, log, t0)
+        print(json.dumps(done, default=str), flush=True)
     return 0
 
 

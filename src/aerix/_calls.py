@@ -60,6 +60,8 @@ class Seen:
     slots: list[Slot] = field(default_factory=list)
     """The calls of the last turn so far, each done with its result or waiting with its reason
     (those that wait first within a batch)."""
+    waits: bool = False
+    """Whether a call of the last turn waits for a decision (one of `slots` has no result)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -128,6 +130,7 @@ class Calls:
         steps: list[_Step] = []
         seen.repeated = False
         seen.slots.clear()
+        seen.waits = False
         try:
             for batch in [calls] if self.concurrent else [(call,) for call in calls]:
                 steps = []
@@ -140,6 +143,7 @@ class Calls:
                         yield step.event()
                     else:
                         seen.slots.append(Slot(call=step.call, reason=step.wait))
+                        seen.waits = True
                 if self.concurrent:
                     self._start(steps, seen, signal)
                 for step in steps:

@@ -25,6 +25,7 @@ from .events import (
     ResultEvent,
     RetryEvent,
     TextEvent,
+    TrimEvent,
     TurnEvent,
     UsageEvent,
 )
@@ -248,6 +249,9 @@ class HumanPrinter:
             case RetryEvent():
                 self._line(self._paint(f"{s.retry} turn {ev.turn} retried: {ev.reason}", "yellow"))
                 self._spin(f"turn {self._generation + 1}")
+            case TrimEvent():
+                what = f"{ev.dropped} earlier messages left out" if ev.dropped else "long results shortened"
+                self._line(self._paint(f"{s.retry} the conversation outgrew the context: {what}", "yellow"))
             case FinalEvent():
                 if ev.thought:
                     self._line(self._turn_line(self._generation, ev.thought))

@@ -294,6 +294,8 @@ class Conversation:
             ContextExceeded: After a refusal, nothing is left to leave out or shorten.
         """
         window, max_tokens = _context_window(self._model), self._limits.max_tokens
+        if window is None and refused is None:  # no window to fit: the engine says if it fits
+            return []
         system, tail = self._system["content"], [*run.pending, *run.retry.messages]
         if refused is None:
             return self._window.before(

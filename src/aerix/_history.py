@@ -164,7 +164,8 @@ class Store:
 
     def append(self, messages: list[ChatMessage]) -> None:
         """Keep committed messages (a synchronous session's append raises here, ending the run)."""
-        self._write("append", [dict(m) for m in messages])
+        if self.session is not None:
+            self._write("append", [dict(m) for m in messages])
 
     def save_pending(self, pending: Mapping[str, Any] | None) -> None:
         """Keep the calls that wait for a decision, or that none wait (`None`)."""

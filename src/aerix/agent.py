@@ -373,7 +373,7 @@ class Agent(Conversation):
                     yield ev
             finally:  # tools still running at once stop now, not when the event loop collects them
                 await played.aclose()
-            if any(s.result is None for s in run.seen.slots):  # calls wait: the run pauses here
+            if run.seen.waits:  # calls wait: the run pauses here
                 if run.signal.aborted:  # by a hook, after the turn's last event: the abort wins
                     raise Aborted
                 said: ChatMessage = {"role": "assistant", "content": reply.text}

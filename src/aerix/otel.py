@@ -45,6 +45,7 @@ from .events import (
     ResultEvent,
     RetryEvent,
     TextEvent,
+    TrimEvent,
     TurnEvent,
     UsageEvent,
 )
@@ -270,6 +271,9 @@ class _RunSpans:
         )
         self._run.add_event("aerix.retry", {"aerix.turn": ev.turn, "aerix.retry.reason": reason})
 
+    def _trim(self, ev: TrimEvent) -> None:
+        self._run.add_event("aerix.trim", {"aerix.trim.dropped": ev.dropped, "aerix.trim.kept": ev.kept})
+
     def _caught_up(self) -> None:
         """A span for a generation the loop started that no event showed yet (one after a final
         that `on_final` continued, which failed or was aborted before its first text)."""
@@ -426,6 +430,7 @@ _HANDLERS: dict[type, Callable[[_RunSpans, Any], None]] = {
     CallEvent: _RunSpans._call,
     ResultEvent: _RunSpans._result,
     RetryEvent: _RunSpans._retry,
+    TrimEvent: _RunSpans._trim,
     FinalEvent: _RunSpans._ending,
     EndEvent: _RunSpans._ending,
 }

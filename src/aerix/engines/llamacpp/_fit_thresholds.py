@@ -17,7 +17,7 @@ __all__ = ["FIT_THRESHOLDS", "fit_key"]
 
 FIT_THRESHOLDS: Mapping[str, float] = types.MappingProxyType(
     {
-        "smollm2-instruct": 0.20,
+        "smollm2-instruct": 0.19,
     }
 )
 """The default `fit_threshold` by model name (`aerix.load`'s), for the models it was chosen on."""

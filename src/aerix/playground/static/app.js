@@ -122,6 +122,11 @@ class RunView {
         g.root.append(el("div", "retry", `retry: generation ${ev.turn} was refused (${ev.reason}); asking again`));
         break;
       }
+      case "trim": {
+        const what = ev.dropped ? `${ev.dropped} earlier messages are no longer sent` : "long results are sent shortened";
+        this.root.append(el("div", "retry", `the conversation outgrew the model's context: ${what}`));
+        break;
+      }
       case "final": {
         const box = el("div", "msg final");
         if (ev.thought) box.append(el("div", "thought", ev.thought));
