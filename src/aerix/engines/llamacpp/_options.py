@@ -210,8 +210,10 @@ def _check_string_choices(value: object) -> None:
 
 
 def _check_fit_threshold(value: object) -> None:
-    if value is not None and value != "calibrated" and (
-        isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+    if (
+        value is not None
+        and value != "calibrated"
+        and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value))
     ):
         raise AerixError("options", f"fit_threshold must be a number, 'calibrated' or None, got {value!r}")
 
