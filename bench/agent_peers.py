@@ -6,7 +6,7 @@ llama.cpp's own server once, and with the peers in .venv-bench: `python3 -m venv
 openai-agents==0.24.0`):
 
     python bench/agent_peers.py [--model smollm2-instruct] [--part report] [--threads 2]
-        [--config NAME ...] [--jsonl FILE] [--no-write]
+        [--config NAME ...] [--jsonl FILE] [--table-only] [--no-write]
 
 The tasks are bench/agent_tasks.py's (`bench/_agent_tasks`: 36 tasks about an invented
 world, one to three tool calls each; odd ids tune, even ids report). Every library gets
@@ -27,7 +27,8 @@ requests a run, the engine's default temperature and a seed per task. The config
 Per configuration and part: tasks solved, runs that ended with a final, tool calls,
 generations and seconds per task, and what the server did where a run failed (its
 first error). `--jsonl FILE` keeps every outcome and skips what the file holds already,
-so an interrupted run goes on where it stopped. Writes the table to docs/quality.md
+so an interrupted run goes on where it stopped; `--table-only` makes the table of what it holds.
+The outcomes of the published tables are in bench/data/agent_peers/. Writes the table to docs/quality.md
 (section "agent-peers-MODEL") unless `--no-write`.
 """
 
@@ -40,7 +41,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--temperature", type=float, default=0.8, help="the engine's default, 0.8")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--jsonl", type=Path, default=None, help="keep every outcome here; skip those it holds")
+    ap.add_argument("--table-only", action="store_true", help="run nothing: the table of what --jsonl holds")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     from aerix.engines._load import model_path
@@ -163,8 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jsonl is not None and args.jsonl.exists():
         outcomes = [Outcome(**json.loads(line)) for line in args.jsonl.read_text().splitlines() if line]
     done = {(o.id, o.config) for o in outcomes}
-    t_all = time.perf_counter()
-    for server in (None, "llama-server", "lcp"):
+    for server in () if args.table_only else (None, "llama-server", "lcp"):
         mine = [c for c in configs if CONFIGS[c][1] == server]
         todo = {c: [t for t in tasks if (t.id, c) not in done] for c in mine}
         if not any(todo.values()):
@@ -190,11 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     labels = [
         (c, f"{CONFIGS[c][0]}" + (f", {SERVERS[CONFIGS[c][1]]}" if CONFIGS[c][1] else "")) for c in configs
     ]
-    minutes = (time.perf_counter() - t_all) / 60
+    minutes = sum(o.seconds for o in outcomes) / 60
     md = "\n".join(
         [
-            f"`python bench/agent_peers.py --model {args.model} --part {args.part} --threads {args.threads}` "
-            f"({machine()}; {minutes:.0f} minutes this run). {len(tasks)} tasks, {args.model}, temperature "
+            f"`python bench/agent_peers.py --model {args.model} --part {args.part} --threads {args.threads}"
+            f"{'' if args.config is None else ''.join(f' --config {c}' for c in configs)}` "
+            f"({machine()}; {minutes:.0f} minutes of runs). {len(tasks)} tasks, {args.model}, temperature "
             f"{args.temperature}, seed {args.seed}+NN for task agent_NN, at most 8 model requests a run; "
             f"{versions()}.",
             "",

@@ -211,14 +211,19 @@ async def two_agents(turns: int) -> dict[int, list[tuple[str, Turn]]]:
     return results
 
 
-def agents_table(results: dict[int, list[tuple[str, Turn]]]) -> str:
+def agents_table(results: dict[int, list[tuple[str, Turn]]], every: bool = False) -> str:
+    """The two agents' turns side by side: turns 1, 2 and the last, then all of them (`every`:
+    each turn, as printed while the benchmark runs)."""
     rows = [
         "| turn | A: prefilled, 4 slots | 1 slot | A: seconds, 4 slots | 1 slot "
         "| B: prefilled, 4 slots | 1 slot | B: seconds, 4 slots | 1 slot |",
         "|---|" + "---:|" * 8,
     ]
     per = {(n, name): [t for a, t in results[n] if a == name] for n in results for name in ("A", "B")}
-    for i in range(len(per[4, "A"])):
+    last = len(per[4, "A"]) - 1
+    for i in range(last + 1):
+        if not every and i not in (0, 1, last):
+            continue
         cells = []
         for name in ("A", "B"):
             four, one = per[4, name][i], per[1, name][i]
@@ -318,13 +323,16 @@ async def sub_agents(runs: int) -> dict[int, list[tuple[int, Turn]]]:
     return results
 
 
-def sub_agents_table(results: dict[int, list[tuple[int, Turn]]]) -> str:
+def sub_agents_table(results: dict[int, list[tuple[int, Turn]]], every: bool = False) -> str:
+    """The planner's runs side by side: runs 1 and 2, then all of them (`every`: each run)."""
     rows = [
         "| run | expert calls | generations, 4 slots | 1 slot | prefilled, 4 slots | 1 slot "
         "| seconds, 4 slots | 1 slot |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for i, ((c4, four), (c1, one)) in enumerate(zip(results[4], results[1], strict=True)):
+        if not every and i > 1:
+            continue
         calls = str(c4) if c4 == c1 else f"{c4} / {c1}"
         rows.append(
             f"| {i + 1} | {calls} | {four.generations} | {one.generations} | {four.prefilled} | "
@@ -587,14 +595,19 @@ def main(argv: list[str] | None = None) -> int:
         if "storage" in parts:
             tables.append(storage(900, max(args.reps, 5)))
         if "agents" in parts:
+            turns = asyncio.run(two_agents(args.turns))
+            print(agents_table(turns, every=True), file=sys.stderr)
             tables.append(
                 f"Two agents taking turns on one engine, {args.turns} turns each (prompt tokens prefilled, "
-                "wall seconds per turn):\n\n" + agents_table(asyncio.run(two_agents(args.turns)))
+                f"wall seconds; turns 1, 2 and {args.turns}, then all; `bench/kv_slots.py` prints every "
+                "turn):\n\n" + agents_table(turns)
             )
         if "subagent" in parts:
+            runs = asyncio.run(sub_agents(args.runs))
+            print(sub_agents_table(runs, every=True), file=sys.stderr)
             tables.append(
-                "An agent whose tool runs a sub-agent (a fresh conversation each call), per run:\n\n"
-                + sub_agents_table(asyncio.run(sub_agents(args.runs)))
+                "An agent whose tool is a sub-agent (`as_tool`: a fresh conversation each call), runs 1 "
+                f"and 2, then all {args.runs}:\n\n" + sub_agents_table(runs)
             )
         publish(
             "kv_slots",

@@ -281,7 +281,7 @@ class Agent(Conversation):
         run.decided = decided
         if started is not None:
             started.run = run
-        guard, consumer = run.guard, run.consumer
+        guard, consumer, store = run.guard, run.consumer, self._store
         try:
             loaded = self._store.loaded
             await self._store.ready(self._restore, self._restore_pending)
@@ -295,8 +295,8 @@ class Agent(Conversation):
                     consumer.hand(guard.disarm())
                     yield ev
                     guard.arm()  # raises `Aborted` if the run was aborted, or freed, meanwhile
-                    if self._store.due:  # an async session's writes, as turns complete
-                        await self._store.flush()
+                    if store.session is not None and store.due:  # an async session's writes
+                        await store.flush()
             ending = self._ending(run)
             if self._store.due:
                 await self._store.flush()
