@@ -244,3 +244,10 @@ async def test_its_final_is_its_own_words_not_the_contracts_placeholder(gemma: L
     assert any(isinstance(h, NoPlaceholders) for h in hooks)
     assert finals[False].startswith("<your answer>")  # the rule has something to do here
     assert finals[True] and not finals[True].startswith("<your answer>"), finals
+
+
+def test_gemma_is_told_by_its_metadata_and_gets_its_own_fit_threshold(gemma: LlamaCpp) -> None:
+    from aerix.engines.llamacpp import FIT_THRESHOLDS, fit_key
+
+    assert fit_key(gemma.metadata) == "gemma3-270m"
+    assert gemma.fit_threshold == FIT_THRESHOLDS["gemma3-270m"]

@@ -37,8 +37,9 @@ if BINARY is None:
     )
 
 
+from _openai_servers import MESSAGES, WEATHER_SCHEMA, free_port, running  # noqa: E402
+
 import aerix  # noqa: E402
-from _servers import MESSAGES, WEATHER_SCHEMA, free_port, running  # noqa: E402
 from aerix import Agent, Limits, tool  # noqa: E402
 from aerix.engines.openai import OpenAICompatible  # noqa: E402
 from aerix.events import EndEvent, FinalEvent, TrimEvent, UsageEvent  # noqa: E402

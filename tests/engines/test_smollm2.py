@@ -412,3 +412,10 @@ async def test_string_choices_keep_the_likeliest_whole_value() -> None:
         greedy.close()
         engine.close()
         fresh.close()
+
+
+def test_the_embedded_model_is_told_by_its_metadata_and_gets_its_own_fit_threshold(smollm2: LlamaCpp) -> None:
+    from aerix.engines.llamacpp import FIT_THRESHOLD, fit_key
+
+    assert fit_key(smollm2.metadata) == "smollm2-instruct"
+    assert smollm2.fit_threshold == FIT_THRESHOLD
