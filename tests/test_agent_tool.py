@@ -97,7 +97,7 @@ def test_a_name_that_is_not_a_tool_name_is_an_options_error(
 
 def test_a_description_that_is_not_a_string_is_an_options_error() -> None:
     sub = Agent(model=ScriptedModel([echo]), name="helper")
-    with pytest.raises(AerixError, match="description must be a string or None, got int"):
+    with pytest.raises(AerixError, match="description must be a string or None, got int 3"):
         sub.as_tool(description=3)  # type: ignore[arg-type]
 
 

@@ -970,3 +970,33 @@ async def test_a_trim_is_an_event_on_the_run_span(traced: None, exporter: InMemo
     run = only(exporter.get_finished_spans(), "invoke_agent trimmer")
     (trim,) = [e for e in run.events if e.name == "aerix.trim"]
     assert dict(trim.attributes or {}) == {"aerix.trim.dropped": 2, "aerix.trim.kept": 1}
+
+
+async def test_a_run_a_hook_of_an_agent_tool_starts_is_not_put_under_a_call_of_the_same_id(
+    traced: None, exporter: InMemorySpanExporter
+) -> None:
+    @tool
+    async def slow(x: str) -> str:
+        """Slow."""
+        await asyncio.sleep(0.05)
+        return "one"
+
+    async def audit(call: Any, text: str) -> None:
+        if call.id == "call_1":  # the inner agent's first call: an auditor agent looks at it
+            await Agent(model=ScriptedModel(['{"final":"ok"}']), name="auditor").ask("audit")
+
+    both = [{"tool": "slow", "input": {"x": "a"}}, {"tool": "add", "input": {"a": 1, "b": 2}}]
+    inner = Agent(
+        model=ScriptedModel([json.dumps({"calls": both}), FINAL]),
+        tools=[slow, add],
+        calls_per_turn=2,
+        concurrent_calls=True,
+        hooks={"after_call": audit},
+        name="inner",
+    )
+    script = [ADD, json.dumps({"calls": [{"tool": "inner", "input": {"prompt": "p"}}]}), FINAL]
+    await play(Agent(model=ScriptedModel(script), tools=[inner.as_tool(), add], name="outer"))
+    spans = exporter.get_finished_spans()
+    # the outer run's call_2 ran the inner agent; the auditor ran in a hook of the inner run, with two
+    # of its calls in progress: it belongs under the inner run, not under a call numbered like the outer's
+    assert parent_id(only(spans, "invoke_agent auditor")) == span_id(only(spans, "invoke_agent inner"))

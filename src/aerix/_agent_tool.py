@@ -38,7 +38,9 @@ def agent_tool(agent: Agent, name: str | None, description: str | None) -> Tool:
     tool_name = _tool_name(agent, name)
     if description is not None and not isinstance(description, str):
         raise AerixError(
-            "options", f"as_tool: description must be a string or None, got {type(description).__name__}"
+            "options",
+            f"as_tool: description must be a string or None, "
+            f"got {type(description).__name__} {description!r}",
         )
     if description is None:
         description = agent._instructions if agent._instructions.strip() else f"Ask the agent {tool_name}."

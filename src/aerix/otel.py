@@ -138,12 +138,14 @@ async def _traced(
         while True:
             spans.asking()
             # the span in progress is current while the run works: the engine's and tools' spans nest in it
-            token, outer = otel_context.attach(spans.current), _OUTER.set(spans)
+            # this run's spans, and no call of it yet (`_calls` sets `CALL` while a tool runs)
+            token, outer, call = otel_context.attach(spans.current), _OUTER.set(spans), CALL.set(None)
             try:
                 ev = await events.__anext__()
             except StopAsyncIteration:
                 return
             finally:
+                CALL.reset(call)
                 _OUTER.reset(outer)
                 otel_context.detach(token)
             spans.see(ev)
