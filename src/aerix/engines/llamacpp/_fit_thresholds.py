@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 
-__all__ = ["FIT_THRESHOLDS", "fit_key"]
+__all__ = ["FIT_THRESHOLDS", "calibrated", "fit_key"]
 
 FIT_THRESHOLDS: Mapping[str, float] = types.MappingProxyType(
     {
@@ -34,5 +34,13 @@ _FILES: Mapping[tuple[str, str, str, str], str] = types.MappingProxyType(
 
 def fit_key(metadata: Mapping[str, str]) -> str | None:
     """The name of the known model a GGUF is, by its metadata (`LlamaCpp.metadata`), else `None`."""
-    key = tuple(metadata.get(f"general.{k}", "") for k in ("basename", "size_label", "finetune", "file_type"))
-    return _FILES.get(key)  # type: ignore[arg-type]
+    get = metadata.get
+    key = (get("general.basename", ""), get("general.size_label", ""), get("general.finetune", ""),
+           get("general.file_type", ""))  # fmt: skip
+    return _FILES.get(key)
+
+
+def calibrated(metadata: Mapping[str, str]) -> float | None:
+    """The default `fit_threshold` of the known model a GGUF is (by its metadata), else `None`."""
+    name = fit_key(metadata)
+    return None if name is None else FIT_THRESHOLDS.get(name)

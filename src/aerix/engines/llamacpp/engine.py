@@ -26,7 +26,7 @@ from ._cache import KvCache
 from ._constraint import Constrained, SchemaCompiler
 from ._decode import Counts, Decoder, Job
 from ._fit import FitScorer
-from ._fit_thresholds import FIT_THRESHOLDS, fit_key
+from ._fit_thresholds import FIT_THRESHOLDS, calibrated
 from ._hooks import default_hooks
 from ._idle import PrefillThreads
 from ._lookahead import Lookahead
@@ -252,11 +252,8 @@ class LlamaCpp:
         self._no_placeholders = options.no_placeholders
         self._heuristics = options.heuristics
         self._pick_fits: dict[tuple[str, tuple[str, ...]], list[float]] = {}
-        self._fit_threshold = (
-            FIT_THRESHOLDS.get(fit_key(self._llama.metadata) or "")
-            if options.fit_threshold == "calibrated"
-            else options.fit_threshold
-        )
+        threshold = options.fit_threshold
+        self._fit_threshold = calibrated(self._llama.metadata) if threshold == "calibrated" else threshold
         self._fit: FitScorer | None = None
         self._bos = self._template.bos_token.encode()
         # Byte matching needs pieces that tokenise alone exactly: byte-level BPE, or a
