@@ -622,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         publish(
             "first_turn",
             "## first_turn: the first turn against llama-cpp-python\n\n"
-            f"{where} Command: `python bench/kv_slots.py --part first --reps {args.reps}`.\n\n"
+            f"{where} Command: `python bench/kv_slots.py --part first --reps {args.reps}`. "
             f'The demo\'s first generation ({prompt} prompt tokens: `aerix run "{DEMO_PROMPT}"`) on a freshly '
             "loaded engine, and llama-cpp-python with its default threads on the same tokens; each run "
             f"in a process of its own, medians of {args.reps}. *One CPU busy*: another process spins on "
