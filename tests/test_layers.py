@@ -44,6 +44,7 @@ CONTRACT = {
     "aerix.events",
     "aerix.options",
     "aerix._docstring",
+    "aerix._json",
     "aerix.testing",
     "aerix._schema",
     "aerix._validate",

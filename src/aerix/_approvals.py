@@ -95,11 +95,12 @@ class Paused:
             messages: The run's messages not yet kept (its prompt, for its first turn) and
                 the turn's reply.
             calls: The turn's calls, in order.
-            seen: The run's calls so far, `seen.slots` the turn's (done or waiting).
+            seen: The run's calls so far, `seen.played` the turn's (done or waiting).
             dropped: Calls of the turn beyond the most a turn holds.
         """
         order = {c.id: i for i, c in enumerate(calls)}
-        slots = tuple(sorted(seen.slots, key=lambda s: order[s.call.id]))
+        played = sorted(seen.played, key=lambda p: order[p[0].id])
+        slots = tuple(Slot(call=call, reason=reason, result=result) for call, reason, result in played)
         return cls(messages=tuple(messages), slots=slots, dropped=dropped, answer_next=seen.repeated)
 
     @property

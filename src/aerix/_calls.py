@@ -27,14 +27,14 @@ result, and the run's next generation may only answer.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._approvals import NEEDS_APPROVAL, Slot, Verdict
+from ._approvals import NEEDS_APPROVAL, Verdict
 from ._guard import Aborted
 from ._hooks import after_call, before_call
+from ._json import json_writer
 from ._observe import CALL, OBSERVERS
 from .abort import AbortSignal
 from .events import Call, CallEvent, ResultEvent
@@ -42,7 +42,11 @@ from .options import Hooks, Limits
 from .tools import Tool, ToolContext, check_input, cut_result, json_copy, readable, run_tool
 from .turn import MAX_INTEGER
 
-__all__ = ["Calls", "Results", "Seen"]
+__all__ = ["Calls", "Played", "Results", "Seen"]
+
+Played = tuple[Call, str | None, tuple[str, bool] | None]
+"""A call of a turn as it played: `(call, why it waits, None)`, or `(call, None, (its result
+text, whether it is an error))` once done."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -57,11 +61,11 @@ class Seen:
     """Whether the last turn had a call past `Limits.repeats`."""
     running: list[asyncio.Task[tuple[str, bool]]] = field(default_factory=list)
     """The tools of the turn that run at once, while it plays."""
-    slots: list[Slot] = field(default_factory=list)
-    """The calls of the last turn so far, each done with its result or waiting with its reason
-    (those that wait first within a batch)."""
+    played: list[Played] = field(default_factory=list)
+    """The calls of the last turn so far, each done or waiting (those that wait first within a
+    batch): what a paused turn keeps (`Paused.of_turn`)."""
     waits: bool = False
-    """Whether a call of the last turn waits for a decision (one of `slots` has no result)."""
+    """Whether a call of the last turn waits for a decision (one of `played` has no result)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -114,7 +118,7 @@ class Calls:
         decided: Mapping[str, Verdict] | None = None,
     ) -> AsyncGenerator[CallEvent | ResultEvent, None]:
         """Run a turn's calls; yield each one's `call` event and `result` event (none for a call
-        that waits for a decision: `seen.slots` has those too).
+        that waits for a decision: `seen.played` has those too).
 
         Args:
             calls: The turn's calls, in order, with their ids.
@@ -129,7 +133,7 @@ class Calls:
         results: Results = []
         steps: list[_Step] = []
         seen.repeated = False
-        seen.slots.clear()
+        seen.played.clear()
         seen.waits = False
         try:
             for batch in [calls] if self.concurrent else [(call,) for call in calls]:
@@ -142,7 +146,7 @@ class Calls:
                     if step.wait is None:
                         yield step.event()
                     else:
-                        seen.slots.append(Slot(call=step.call, reason=step.wait))
+                        seen.played.append((step.call, step.wait, None))
                         seen.waits = True
                 if self.concurrent:
                     self._start(steps, seen, signal)
@@ -151,7 +155,7 @@ class Calls:
                         continue
                     result = await self._finish(step, seen, signal)
                     results.append((result.id, result.tool, result.text))
-                    seen.slots.append(Slot(call=step.call, result=(result.text, result.error)))
+                    seen.played.append((step.call, None, (result.text, result.error)))
                     if len(results) == len(calls) and done is not None:
                         done(results)
                     yield result
@@ -236,7 +240,7 @@ async def _observed(call_id: str, job: Coroutine[Any, Any, tuple[str, bool]]) ->
         CALL.reset(token)
 
 
-_sorted_json = json.JSONEncoder(sort_keys=True, default=repr).encode
+_sorted_json = json_writer(sort_keys=True, default=repr)
 """`json.dumps(value, sort_keys=True, default=repr)`, without making an encoder per call."""
 
 

@@ -47,32 +47,30 @@ brackets after a colon (`"final":"<your answer>"`, `"name": "<your name>"`)."""
 def handover(system: ChatMessage, history: Sequence[ChatMessage], pending: Sequence[ChatMessage]) -> Handover:
     """The hand-over of the generation that answers `history` and then `pending` (the loop's
     messages not yet kept: a run's prompt); a request to answer again, and the failed turn
-    before it, change nothing in it. Read when first asked (`read`).
+    before it, change nothing in it. Read when first asked (`read`), so neither sequence
+    may change after this call (the loop gives a fresh copy of what it sends).
 
     Args:
         system: The system message.
         history: The conversation kept so far.
         pending: The run's messages not yet in it.
     """
-    return _Lazy.of(system["content"], (*history, *pending))
+    lazy = object.__new__(_Lazy)
+    lazy.__dict__["_source"] = (system["content"], history, pending)  # the frozen dataclass's way around
+    return lazy
 
 
 class _Lazy(Handover):
     """A `Handover` that reads its conversation when a field is first asked for: each field
-    of `Handover` is a `cached_property` of the whole reading here (set below)."""
+    of `Handover` is a `cached_property` of the whole reading here (set below). Made by
+    `handover`, unread (`replace` makes a plain one, read)."""
 
-    _source: tuple[str, tuple[ChatMessage, ...]]
-
-    @classmethod
-    def of(cls, system: str, conversation: tuple[ChatMessage, ...]) -> _Lazy:
-        """The hand-over of `conversation`, unread (`replace` makes a plain one, read)."""
-        lazy = object.__new__(cls)
-        lazy.__dict__["_source"] = (system, conversation)  # the frozen dataclass's way around, and quicker
-        return lazy
+    _source: tuple[str, Sequence[ChatMessage], Sequence[ChatMessage]]
 
     @cached_property
     def _whole(self) -> Handover:
-        return read(*self._source)
+        system, history, pending = self._source
+        return read(system, [*history, *pending])
 
 
 for _field in dataclasses.fields(Handover):

@@ -116,7 +116,12 @@ class Window:
         self, system: ChatMessage, conversation: Sequence[ChatMessage], tail: Sequence[ChatMessage]
     ) -> list[ChatMessage]:
         """The prompt to send: the system message, what is sent of `conversation`, `tail`."""
-        messages = self._last = [system, *sent_messages(conversation, self.sent), *tail]
+        sent = self.sent
+        if sent.left_out or sent.shortened:
+            messages = [system, *sent_messages(conversation, sent), *tail]
+        else:  # the common case: all of it, copied once
+            messages = [system, *conversation, *tail]
+        self._last = messages
         return messages
 
     def used(self, prompt_tokens: int) -> None:
@@ -225,7 +230,7 @@ def split_results(content: str) -> tuple[list[tuple[str, str, str]], str] | None
 def sent_messages(conversation: Sequence[ChatMessage], sent: Sent) -> list[ChatMessage]:
     """The messages of `conversation` that are sent: those after the ones left out, with the
     shortened results in place of the whole ones."""
-    if not sent.shortened:  # the common case, on every generation: a slice
+    if not sent.shortened:
         return list(conversation[sent.left_out :])
     places: dict[int, set[int]] = {}
     for index, place in sent.shortened:

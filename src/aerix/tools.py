@@ -15,7 +15,6 @@ import copy
 import dataclasses
 import functools
 import inspect
-import json
 import re
 import types
 import typing
@@ -26,6 +25,7 @@ from typing import Any, TypeAlias, overload
 from ._annotations import Converter, constrained, converted, pydantic_conversion, same, schema_of, unwrap
 from ._docstring import parse_docstring
 from ._fields import Field, FieldType, check_fields, field_of, fields_schema
+from ._json import json_writer
 from ._schema import Validator, check_schema, compile_validator, short
 from ._validate import key_segment
 from ._workers import workers
@@ -540,7 +540,7 @@ def check_input(t: Tool, value: object) -> str | None:
     return validator(value)
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_encode = json_writer(ensure_ascii=False, allow_nan=False)
 
 
 def result_text(value: object) -> tuple[str, bool]:
