@@ -129,17 +129,30 @@ def versions() -> str:
     return done.stdout.strip() or "the peers' versions unknown"
 
 
-def what_failed(outcomes: list[Outcome], config: str) -> str:
-    """How the runs of `config` that ended without a final ended, and the first error's words."""
+def what_failed(outcomes: list[Outcome], config: str) -> str | None:
+    """How the runs of `config` that ended without a final ended, and the first error's words;
+    `None` if every run ended with a final."""
     mine = [o for o in outcomes if o.config == config and o.ending != "final"]
     if not mine:
-        return "every run ended with a final"
+        return None
     counts: dict[str, int] = {}
     for o in mine:
         counts[o.ending] = counts.get(o.ending, 0) + 1
     said = ", ".join(f"{n} `{e}`" for e, n in sorted(counts.items()))
     errors = [o.final for o in mine if o.ending == "error"]
     return said + (f"; the first error: {errors[0][:160]!r}" if errors else "")
+
+
+def failures(outcomes: list[Outcome], labels: list[tuple[str, str]]) -> list[str]:
+    """The lines on the configurations whose runs did not all end with a final; the others go unnamed."""
+    failed = [(label, said) for c, label in labels if (said := what_failed(outcomes, c)) is not None]
+    if not failed:
+        return ["Every run ended with a final."]
+    return [
+        "How the runs that did not end with a final ended (every run of the other configurations did):",
+        "",
+        *[f"- {label}: {said}." for label, said in failed],
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,9 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             summary_table(labels, outcomes),
             "",
-            "How the runs that did not end with a final ended:",
-            "",
-            *[f"- {label}: {what_failed(outcomes, c)}." for c, label in labels],
+            *failures(outcomes, labels),
         ]
     )
     print(md)

@@ -40,7 +40,7 @@ from aerix.engines.llamacpp import FIT_THRESHOLDS, fit_key
 from aerix.turn import fit_text
 from bfcl_decision import auc
 
-THRESHOLDS = (-0.2, -0.1, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+THRESHOLDS = (0.0, 0.1, 0.2, 0.3, 0.4)
 """The curve's rows; the chosen threshold and the engine's default get a row too."""
 DECLINES = 0.85
 """The share of mismatches a model's default threshold declines at least."""
@@ -137,9 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     md = "\n".join(
         [
-            f"`{command} --threads {args.threads}` ({machine()}).",
-            "",
-            f"{args.model}: live_multiple's tuning part, {len(own)} flat requests with one message, each "
+            f"`{command} --threads {args.threads}` ({machine()}): live_multiple's tuning part, "
+            f"{len(own)} flat requests with one message, each "
             f"against its own tools (should call) and against another entry's ({len(other)}; should be "
             f"declined): AUC {auc(own, other):.2f}. The lowest threshold declining at least "
             f"{DECLINES:.0%} of the mismatches: **{chosen:+.2f}**.",

@@ -217,7 +217,7 @@ def test_the_summary_puts_the_report_part_first_with_the_gap() -> None:
 
 def test_the_side_by_side_says_how_the_runs_without_a_final_ended() -> None:
     from _agent_tasks.run import Outcome
-    from agent_peers import CONFIGS, SERVERS, what_failed
+    from agent_peers import CONFIGS, SERVERS, failures, what_failed
 
     def outcome(config: str, ending: str, final: str = "") -> Outcome:
         return Outcome(
@@ -231,11 +231,16 @@ def test_the_side_by_side_says_how_the_runs_without_a_final_ended() -> None:
         outcome("b", "turns"),
         outcome("b", "error", "second"),
     ]
-    assert what_failed(runs, "a") == "every run ended with a final"
+    assert what_failed(runs, "a") is None
     assert what_failed(runs, "b") == (
         "2 `error`, 1 `turns`; the first error: "
         "'HTTP 400: request (4436 tokens) exceeds the available context size'"
     )
+    # Only the configurations whose runs did not all end with a final are listed.
+    listed = failures(runs, [("a", "config A"), ("b", "config B")])
+    assert listed[0].endswith("(every run of the other configurations did):")
+    assert listed[2:] == [f"- config B: {what_failed(runs, 'b')}."]
+    assert failures(runs, [("a", "config A")]) == ["Every run ended with a final."]
     assert all(server is None or server in SERVERS for _, server in CONFIGS.values())
 
 

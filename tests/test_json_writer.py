@@ -52,7 +52,8 @@ VALUES: dict[str, Callable[[], Any]] = {
 
 OPTIONS: list[dict[str, Any]] = [
     {"ensure_ascii": False, "allow_nan": False},  # a tool's result
-    {"sort_keys": True, "default": repr},  # a call's key for the repeat rule
+    {"sort_keys": True, "default": repr, "check_circular": False},  # a call's key for the repeat rule
+    {"sort_keys": True, "allow_nan": False},
     {},
 ]
 
@@ -73,9 +74,27 @@ def test_the_same_text_and_errors_as_the_standard_encoder(name: str, options: di
     assert got == want
 
 
-def test_a_cycle_is_named_as_one() -> None:
-    kind, message = _outcome(json_writer(), _cycle())
-    assert (kind, message) == ("ValueError", "Circular reference detected")
+def test_a_cycle_is_named_as_one_at_once() -> None:
+    # found where it closes, not by recursing until Python's limit (a wide value beside it
+    # would be written again at every level)
+    wide: dict[str, Any] = {"items": list(range(1000))}
+    wide["self"] = wide
+    for value in (_cycle(), wide):
+        assert _outcome(json_writer(), value) == ("ValueError", "Circular reference detected")
+    seen: list[object] = []
+    looped: dict[str, Any] = {"first": object()}
+    looped["self"] = looped
+    write = json_writer(default=lambda v: seen.append(v) or "x")
+    assert _outcome(write, looped)[0] == "ValueError" and len(seen) == 1  # `first` written once
+    assert _outcome(json_writer(check_circular=False), _cycle())[0] == "RecursionError"  # as `encode`
+
+
+def test_each_call_of_a_checking_writer_has_its_own_record() -> None:
+    write = json_writer()
+    shared = [1, 2]
+    assert write([shared, shared]) == "[[1, 2], [1, 2]]"  # one list twice is no cycle
+    assert _outcome(write, _cycle())[0] == "ValueError"
+    assert write(shared) == "[1, 2]"  # nothing left over from the failed call
 
 
 def test_without_the_c_encoder_it_is_the_standard_encode(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,11 +107,9 @@ def test_without_the_c_encoder_it_is_the_standard_encode(monkeypatch: pytest.Mon
 def test_one_writer_serves_many_calls_and_threads() -> None:
     import concurrent.futures
 
-    write = json_writer(sort_keys=True)
     values = [{"n": i, "s": "x" * (i % 7), "l": list(range(i % 5))} for i in range(2000)]
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        texts = list(pool.map(write, values))
-    assert texts == [json.dumps(v, sort_keys=True) for v in values]
-    # a failed call leaves nothing behind for the next
-    assert _outcome(write, _cycle())[0] == "ValueError"
-    assert write({"b": [1], "a": [2]}) == '{"a": [2], "b": [1]}'
+    for check_circular in (True, False):
+        write = json_writer(sort_keys=True, check_circular=check_circular)
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            texts = list(pool.map(write, values))
+        assert texts == [json.dumps(v, sort_keys=True) for v in values]

@@ -240,8 +240,9 @@ async def _observed(call_id: str, job: Coroutine[Any, Any, tuple[str, bool]]) ->
         CALL.reset(token)
 
 
-_sorted_json = json_writer(sort_keys=True, default=repr)
-"""`json.dumps(value, sort_keys=True, default=repr)`, without making an encoder per call."""
+_sorted_json = json_writer(sort_keys=True, default=repr, check_circular=False)
+"""`json.dumps(value, sort_keys=True, default=repr)`, quicker: a call's input is a JSON value
+(parsed, or checked as one where a hook or a decision gave it), which never holds itself."""
 
 
 def _key(call: Call) -> str:

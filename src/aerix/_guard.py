@@ -26,18 +26,16 @@ class Guard:
     consumer's code.
     """
 
-    __slots__ = ("_aborted", "_fired", "_loop", "_remove", "_task")
+    __slots__ = ("_fired", "_loop", "_remove", "_signal", "_task")
 
     def __init__(self, signal: AbortSignal) -> None:
+        self._signal = signal
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[Any] | None = None
         self._fired: asyncio.Task[Any] | None = None
-        self._aborted = False
-        """The signal is aborted (its callback has run)."""
         self._remove = signal.add_callback(self._on_abort)
 
     def _on_abort(self) -> None:  # any thread
-        self._aborted = True
         try:
             self._loop.call_soon_threadsafe(self._cancel)
         except RuntimeError:  # the loop is closed: nothing is awaited
@@ -50,7 +48,7 @@ class Guard:
 
     def arm(self) -> None:
         """Raise `Aborted` if the signal is aborted; else let an abort cancel the current task."""
-        if self._aborted:
+        if self._signal.aborted:
             raise Aborted
         self._task = asyncio.current_task(self._loop)
 
