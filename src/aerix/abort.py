@@ -20,35 +20,22 @@ __all__ = ["AbortController", "AbortSignal"]
 
 log = logging.getLogger("aerix")
 
-_set = object.__setattr__
-"""How `AbortSignal` writes its own fields, which its `__setattr__` refuses to anyone else."""
-
 
 class AbortSignal:
-    """Tells whether an abort was asked for. Made by an `AbortController`; read-only (its
-    controller's `abort()` aborts it)."""
+    """Tells whether an abort was asked for. Made by an `AbortController`."""
 
-    # `aborted` is a field, read-only through `__setattr__`, rather than a property: the loop
-    # reads it several times a turn, and a property read costs a Python call.
-    __slots__ = ("_callbacks", "_lock", "_reason", "aborted")
-
-    _lock: threading.Lock
-    _reason: object
-    _callbacks: list[Callable[[], object]]
-    aborted: bool
-    """Whether `abort()` was called."""
+    __slots__ = ("_aborted", "_callbacks", "_lock", "_reason")
 
     def __init__(self) -> None:
-        _set(self, "_lock", threading.Lock())
-        _set(self, "aborted", False)
-        _set(self, "_reason", None)
-        _set(self, "_callbacks", [])
+        self._lock = threading.Lock()
+        self._aborted = False
+        self._reason: object = None
+        self._callbacks: list[Callable[[], object]] = []
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"an AbortSignal is read-only (its {name}); abort it with its AbortController")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"an AbortSignal is read-only (its {name}); abort it with its AbortController")
+    @property
+    def aborted(self) -> bool:
+        """Whether `abort()` was called."""
+        return self._aborted
 
     @property
     def reason(self) -> object:
@@ -74,7 +61,7 @@ class AbortSignal:
             stopping
         """
         with self._lock:
-            if not self.aborted:
+            if not self._aborted:
                 self._callbacks.append(fn)
                 return _Remover(self, fn)
         _call(fn)
@@ -89,7 +76,7 @@ class AbortSignal:
 
     async def wait(self) -> None:
         """Return once the signal is aborted (at once if it already is)."""
-        if self.aborted:
+        if self._aborted:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -115,12 +102,11 @@ class AbortSignal:
 
     def _abort(self, reason: object) -> bool:
         with self._lock:
-            if self.aborted:
+            if self._aborted:
                 return False
-            _set(self, "aborted", True)
-            _set(self, "_reason", reason)
-            callbacks = self._callbacks
-            _set(self, "_callbacks", [])
+            self._aborted = True
+            self._reason = reason
+            callbacks, self._callbacks = self._callbacks, []
         stop: BaseException | None = None
         for fn in callbacks:
             try:
@@ -132,7 +118,7 @@ class AbortSignal:
         return True
 
     def __repr__(self) -> str:
-        return f"AbortSignal(aborted={self.aborted})"
+        return f"AbortSignal(aborted={self._aborted})"
 
 
 def _call(fn: Callable[[], object]) -> None:
