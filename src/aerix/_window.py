@@ -116,12 +116,9 @@ class Window:
         self, system: ChatMessage, conversation: Sequence[ChatMessage], tail: Sequence[ChatMessage]
     ) -> list[ChatMessage]:
         """The prompt to send: the system message, what is sent of `conversation`, `tail`."""
-        sent = self.sent
-        if sent.left_out or sent.shortened:
-            messages = [system, *sent_messages(conversation, sent), *tail]
-        else:  # the common case: all of it, copied once
-            messages = [system, *conversation, *tail]
-        self._last = messages
+        sent = self.sent  # the common case, all of it: the conversation copied once, here
+        body = sent_messages(conversation, sent) if sent.left_out or sent.shortened else conversation
+        messages = self._last = [system, *body, *tail]
         return messages
 
     def used(self, prompt_tokens: int) -> None:

@@ -283,8 +283,8 @@ class Agent(Conversation):
             started.run = run
         guard, consumer, store = run.guard, run.consumer, self._store
         try:
-            loaded = self._store.loaded
-            await self._store.ready(self._restore, self._restore_pending)
+            loaded = store.loaded
+            await store.ready(self._restore, self._restore_pending)
             if not loaded:
                 self._loaded(run, prompt, decided)  # raises `Refused` as `run` or `resume` would have
             async with aclosing(self._play(run)) as play:
@@ -298,8 +298,8 @@ class Agent(Conversation):
                     if store.session is not None and store.due:  # an async session's writes
                         await store.flush()
             ending = self._ending(run)
-            if self._store.due:
-                await self._store.flush()
+            if store.due:
+                await store.flush()
         except Refused as refused:  # as `run` or `resume` raise: no events
             raise refused.error from None
         except (asyncio.CancelledError, Exception) as exc:
